@@ -1,0 +1,391 @@
+"""One tool batch: prepare each call in declaration order, run the prepared calls in one
+nursery, finalize each, and hand back results in declaration order.
+
+Theory of operation: every call has a :class:`CallState` that records how far it got
+(Start emitted, result known). The run keeps the batch while it runs, so that whatever
+stops it — an abort, an outer cancel scope, an interrupt, the end of an
+``abort(grace=...)`` — the states say exactly which calls still need a result. Results
+are appended to the transcript only once the whole batch is over, in declaration order;
+``ToolExecutionEnd`` events go out in completion order as calls finish.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from . import _events as ev
+from ._arguments import InvalidArguments, check_arguments
+from ._hooks import (
+    AfterToolCallContext,
+    BeforeToolCallContext,
+    Context,
+    LoopConfig,
+)
+from ._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
+from ._tools import Tool, ToolContext, ToolOutput
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["Batch", "CallState", "make_result"]
+
+
+def _blocks(content: str | Sequence[Text | Image]) -> tuple[Text | Image, ...]:
+    if isinstance(content, str):
+        return (Text(text=content),)
+    return tuple(content)
+
+
+def make_result(
+    call: ToolCall,
+    text: str | Sequence[Text | Image],
+    *,
+    is_error: bool,
+    details: Any = None,
+) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=_blocks(text),
+        details=details,
+        is_error=is_error,
+        timestamp=time.time(),
+    )
+
+
+async def maybe_await(value: Any) -> Any:
+    if hasattr(value, "__await__"):
+        return await value
+    return value
+
+
+class CallState:
+    """How far one call of the batch got."""
+
+    __slots__ = (
+        "args",
+        "call",
+        "end",
+        "outcome",
+        "result",
+        "start",
+        "start_emitted",
+        "terminate",
+        "tool",
+        "waited",
+    )
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+        self.tool: Tool | None = None
+        self.args: Mapping[str, Any] = call.arguments
+        self.start_emitted = False
+        self.result: ToolResultMessage | None = None
+        self.outcome: ev.ToolOutcome = "ok"
+        self.terminate = False
+        self.start = math.nan
+        self.end = math.nan
+        self.waited = 0.0
+
+    def end_event(self) -> ev.ToolExecutionEnd:
+        assert self.result is not None
+        return ev.ToolExecutionEnd(
+            call_id=self.call.id,
+            tool_name=self.call.name,
+            result=self.result,
+            is_error=self.result.is_error,
+            outcome=self.outcome,
+        )
+
+    def start_event(self) -> ev.ToolExecutionStart:
+        return ev.ToolExecutionStart(
+            call_id=self.call.id, tool_name=self.call.name, args=self.call.arguments
+        )
+
+
+Emit = Callable[..., Awaitable[None]]
+
+
+class Batch:
+    """Runs the calls of one assistant message. Owned by the run that made it."""
+
+    def __init__(
+        self,
+        *,
+        message: AssistantMessage,
+        calls: tuple[ToolCall, ...],
+        context: Context,
+        config: LoopConfig,
+        emit: Emit,
+        has_sink: bool,
+    ) -> None:
+        self.message = message
+        self.states = [CallState(c) for c in calls]
+        self.context = context
+        self.config = config
+        self._emit = emit
+        self._has_sink = has_sink
+        self._tools = {t.name: t for t in context.tools}
+        self.scope = trio.CancelScope()
+        self.interrupted = False
+        self.stop_outcome: ev.ToolOutcome = "aborted"
+        self.stop_text = "Tool call aborted: the run was aborted."
+        self._running = 0
+        self._peak = 0
+        self._started_at = math.nan
+        self._ended_at = math.nan
+
+    # --- driving ---------------------------------------------------------------------
+
+    def sequential(self) -> bool:
+        if self.config.tool_execution == "sequential":
+            return True
+        for st in self.states:
+            tool = self._tools.get(st.call.name)
+            if tool is not None and tool.execution_mode == "sequential":
+                return True
+        return False
+
+    async def run(self) -> None:
+        """Run the batch; returns early (calls unfinished) if ``scope`` is cancelled."""
+        self._started_at = trio.current_time()
+        try:
+            with self.scope:
+                if self.sequential():
+                    for st in self.states:
+                        if await self._prepare(st):
+                            await self._execute(st, None)
+                else:
+                    runnable = [st for st in self.states if await self._prepare(st)]
+                    if len(runnable) == 1:
+                        await self._execute(runnable[0], None)
+                    elif runnable:
+                        limit = self.config.max_concurrency
+                        limiter = (
+                            trio.CapacityLimiter(limit)
+                            if limit is not None and limit < len(runnable)
+                            else None
+                        )
+                        async with trio.open_nursery() as nursery:
+                            for st in runnable:
+                                nursery.start_soon(self._execute, st, limiter)
+        finally:
+            self._ended_at = trio.current_time()
+
+    def finish_unfinished(self) -> list[ev.AgentEvent]:
+        """Give every call without a result its stop result; the events still owed."""
+        events: list[ev.AgentEvent] = []
+        for st in self.states:
+            if not st.start_emitted:
+                st.start_emitted = True
+                events.append(st.start_event())
+            if st.result is None:
+                st.result = make_result(st.call, self.stop_text, is_error=True)
+                st.outcome = self.stop_outcome
+                events.append(st.end_event())
+        return events
+
+    def results(self) -> list[ToolResultMessage]:
+        return [st.result for st in self.states if st.result is not None]
+
+    def all_terminate(self) -> bool:
+        return bool(self.states) and all(st.terminate for st in self.states)
+
+    def stats(self) -> ev.TurnStats:
+        timings = tuple(
+            ev.CallTiming(
+                call_id=st.call.id,
+                tool_name=st.call.name,
+                start=st.start,
+                end=st.end,
+                waited=st.waited,
+            )
+            for st in self.states
+            if not math.isnan(st.start) and not math.isnan(st.end)
+        )
+        durations = [t.end - t.start for t in timings]
+        ended = self._ended_at if not math.isnan(self._ended_at) else trio.current_time()
+        return ev.TurnStats(
+            wall_time=ended - self._started_at if not math.isnan(self._started_at) else 0.0,
+            critical_path=max(durations, default=0.0),
+            total_call_time=sum(durations),
+            peak_concurrency=self._peak,
+            waited_on_limit=sum(t.waited for t in timings),
+            calls=timings,
+        )
+
+    # --- one call ----------------------------------------------------------------------
+
+    async def _settle(
+        self, st: CallState, result: ToolResultMessage, outcome: ev.ToolOutcome
+    ) -> None:
+        st.result = result
+        st.outcome = outcome
+        if self._has_sink:
+            await self._emit(st.end_event())
+
+    async def _fail(
+        self,
+        st: CallState,
+        text: str,
+        outcome: ev.ToolOutcome,
+        terminate: bool = False,
+    ) -> bool:
+        st.terminate = terminate
+        await self._settle(st, make_result(st.call, text, is_error=True), outcome)
+        return False
+
+    async def _prepare(self, st: CallState) -> bool:
+        """Lookup, ``prepare_arguments``, validation, ``before_tool_call``.
+
+        Returns whether the call may run; a call stopped here already has its result.
+        """
+        call = st.call
+        st.start_emitted = True
+        if self._has_sink:
+            await self._emit(st.start_event())
+        tool = self._tools.get(call.name)
+        if tool is None:
+            names = ", ".join(sorted(self._tools)) or "(none)"
+            return await self._fail(
+                st, f"Tool {call.name} not found. Available tools: {names}", "not_found"
+            )
+        st.tool = tool
+        args: Mapping[str, Any] = call.arguments
+        if tool.prepare_arguments is not None:
+            try:
+                args = tool.prepare_arguments(args)
+            except Exception as exc:
+                return await self._fail(st, f"prepare_arguments failed: {_describe(exc)}", "error")
+        try:
+            args = check_arguments(tool, args)
+        except InvalidArguments as exc:
+            return await self._fail(st, exc.text, "invalid_arguments")
+        before = self.config.before_tool_call
+        if before is not None:
+            try:
+                decision = await maybe_await(
+                    before(
+                        BeforeToolCallContext(
+                            assistant_message=self.message,
+                            tool_call=call,
+                            args=args,
+                            context=self.context,
+                        )
+                    )
+                )
+            except Exception as exc:
+                return await self._fail(st, f"before_tool_call failed: {_describe(exc)}", "error")
+            if decision is not None:
+                if decision.block:
+                    return await self._fail(
+                        st,
+                        decision.reason or "Tool execution was blocked",
+                        "blocked",
+                        terminate=decision.terminate,
+                    )
+                if decision.args is not None:
+                    try:
+                        args = check_arguments(tool, decision.args)
+                    except InvalidArguments as exc:
+                        return await self._fail(st, exc.text, "invalid_arguments")
+        st.args = args
+        return True
+
+    async def _execute(self, st: CallState, limiter: trio.CapacityLimiter | None) -> None:
+        if limiter is not None:
+            asked = trio.current_time()
+            async with limiter:
+                st.waited = trio.current_time() - asked
+                await self._execute_now(st)
+        else:
+            await self._execute_now(st)
+
+    async def _execute_now(self, st: CallState) -> None:
+        tool = st.tool
+        assert tool is not None
+        call = st.call
+        timeout = tool.timeout if tool.timeout is not None else self.config.tool_timeout
+        ctx = ToolContext(call=call, report=lambda partial: self._progress(st, partial))
+        self._running += 1
+        if self._running > self._peak:
+            self._peak = self._running
+        st.start = trio.current_time()
+        try:
+            with trio.CancelScope() as timer:
+                if timeout is not None:
+                    timer.deadline = st.start + timeout
+                try:
+                    output = await tool.execute(call, st.args, ctx)
+                    content, details, terminate, is_error = _normalize(output)
+                except Exception as exc:
+                    content = (Text(text=_describe(exc)),)
+                    details, terminate, is_error = None, False, True
+        finally:
+            self._running -= 1
+            st.end = trio.current_time()
+        if timer.cancelled_caught:
+            await self._fail(st, f"Tool {call.name} timed out after {timeout:g}s", "timed_out")
+            return
+        after = self.config.after_tool_call
+        if after is not None:
+            try:
+                change = await maybe_await(
+                    after(
+                        AfterToolCallContext(
+                            assistant_message=self.message,
+                            tool_call=call,
+                            args=st.args,
+                            result=ToolOutput(
+                                content=content, details=details, terminate=terminate
+                            ),
+                            is_error=is_error,
+                            context=self.context,
+                        )
+                    )
+                )
+            except Exception as exc:
+                await self._fail(st, f"after_tool_call failed: {_describe(exc)}", "error")
+                return
+            if change is not None:
+                if change.content is not None:
+                    content = _blocks(change.content)
+                if change.details is not None:
+                    details = change.details
+                if change.is_error is not None:
+                    is_error = change.is_error
+                if change.terminate is not None:
+                    terminate = change.terminate
+        st.terminate = terminate
+        await self._settle(
+            st,
+            make_result(call, content, is_error=is_error, details=details),
+            "error" if is_error else "ok",
+        )
+
+    async def _progress(self, st: CallState, partial: Any) -> None:
+        if st.result is not None or not self._has_sink:
+            return
+        await self._emit(
+            ev.ToolExecutionUpdate(call_id=st.call.id, tool_name=st.call.name, partial=partial)
+        )
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return text if text else type(exc).__name__
+
+
+def _normalize(
+    output: Any,
+) -> tuple[tuple[Text | Image, ...], Any, bool, bool]:
+    if isinstance(output, str):
+        return (Text(text=output),), None, False, False
+    if isinstance(output, ToolOutput):
+        return _blocks(output.content), output.details, output.terminate, False
+    raise TypeError(f"a tool must return a str or a ToolOutput, not {type(output).__name__}")

@@ -1,0 +1,156 @@
+"""Hook contexts and results: how an application steers a run from the outside."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
+
+import attrs
+
+from ._messages import AssistantMessage, Image, Message, Text, ToolCall, ToolResultMessage
+from ._model import Model, ModelOptions
+
+if TYPE_CHECKING:
+    from ._tools import Tool, ToolOutput
+
+__all__ = [
+    "AfterToolCallContext",
+    "AfterToolCallResult",
+    "BeforeToolCallContext",
+    "BeforeToolCallResult",
+    "Context",
+    "LoopConfig",
+    "NextTurn",
+    "TurnContext",
+]
+
+T = TypeVar("T")
+MaybeAwaitable: TypeAlias = "T | Awaitable[T]"
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    return value if type(value) is tuple else tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Context:
+    """What a run starts from. It belongs to the caller and is never mutated."""
+
+    system_prompt: str = ""
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen(kw_only=True)
+class BeforeToolCallContext:
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Mapping[str, Any]
+    """The validated arguments."""
+    context: Context
+
+
+@attrs.frozen(kw_only=True)
+class BeforeToolCallResult:
+    """``block`` the call (with ``reason``; ``terminate`` as for a result), or replace
+    its arguments with ``args`` (validated again)."""
+
+    block: bool = False
+    reason: str | None = None
+    terminate: bool = False
+    args: Mapping[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AfterToolCallContext:
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Mapping[str, Any]
+    result: ToolOutput
+    is_error: bool
+    context: Context
+
+
+@attrs.frozen(kw_only=True)
+class AfterToolCallResult:
+    """Replace parts of a call's result; ``None`` keeps the field."""
+
+    content: str | Sequence[Text | Image] | None = None
+    details: Any = None
+    is_error: bool | None = None
+    terminate: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TurnContext:
+    message: AssistantMessage
+    tool_results: tuple[ToolResultMessage, ...]
+    context: Context
+    new_messages: tuple[Message, ...]
+
+
+@attrs.frozen(kw_only=True)
+class NextTurn:
+    """What ``prepare_next_turn`` may swap for the rest of the run (``None`` keeps it)."""
+
+    context: Context | None = None
+    model: Model | None = None
+    options: ModelOptions | None = None
+
+
+Messages: TypeAlias = Sequence[Message]
+
+
+@attrs.frozen(kw_only=True)
+class LoopConfig:
+    """How a run behaves. Every field is optional.
+
+    Hooks may be plain or async callables (an awaitable they return is awaited).
+
+    Attributes:
+        max_steps: the most model requests one run makes; then it ends ``max_steps``.
+        tool_execution: ``"sequential"`` runs every batch one call at a time.
+        max_concurrency: the most calls of one batch running at once.
+        tool_timeout: seconds a call may run (``Tool.timeout`` overrides it).
+        stream_idle_timeout: seconds a model stream may stay silent; then the reply ends
+            with stop reason ``error``.
+        convert_to_llm: shapes the transcript for the model, per request (default: drop
+            ``CustomMessage``).
+        transform_context: runs before ``convert_to_llm``, per request.
+        before_tool_call / after_tool_call: per-call hooks (see SPEC §4).
+        get_steering_messages / get_follow_up_messages: queue polls.
+        prepare_next_turn: swap context, model or options before the next request.
+        should_stop_after_turn: end the run (reason ``stopped``) after a turn.
+        continue_after_length: a truncated reply with tool calls asks the model to
+            re-issue them instead of ending the run.
+        model_options: passed into each ``ModelRequest``.
+        cleanup_timeout: seconds the shielded clean-up after an outer cancel may spend
+            delivering its events.
+    """
+
+    max_steps: int = attrs.field(default=32, validator=attrs.validators.ge(1))
+    tool_execution: Literal["parallel", "sequential"] = "parallel"
+    max_concurrency: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
+    tool_timeout: float | None = None
+    stream_idle_timeout: float | None = None
+    convert_to_llm: Callable[[Messages], MaybeAwaitable[Messages]] | None = None
+    transform_context: Callable[[Messages], MaybeAwaitable[Messages]] | None = None
+    before_tool_call: (
+        Callable[[BeforeToolCallContext], MaybeAwaitable[BeforeToolCallResult | None]] | None
+    ) = None
+    after_tool_call: (
+        Callable[[AfterToolCallContext], MaybeAwaitable[AfterToolCallResult | None]] | None
+    ) = None
+    get_steering_messages: Callable[[], MaybeAwaitable[Messages]] | None = None
+    get_follow_up_messages: Callable[[], MaybeAwaitable[Messages]] | None = None
+    prepare_next_turn: Callable[[TurnContext], MaybeAwaitable[NextTurn | None]] | None = None
+    should_stop_after_turn: Callable[[TurnContext], MaybeAwaitable[bool]] | None = None
+    continue_after_length: bool = False
+    model_options: ModelOptions = attrs.field(factory=ModelOptions)
+    cleanup_timeout: float = 5.0
+
+
+if not TYPE_CHECKING:  # resolve the forward references attrs keeps as strings
+    from ._tools import Tool, ToolOutput

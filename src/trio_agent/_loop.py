@@ -1,0 +1,799 @@
+"""The agent loop: ``run_agent_loop`` and ``open_agent_loop`` (pi's two-level loop).
+
+Theory of operation
+-------------------
+A run is one :class:`_Runner`. Its state is plain data — the working transcript, the
+messages it appended, the messages polled but not yet appended (``pending``), the turn in
+progress (``turn_open``/``turn_message``/``turn_results``), the reply being streamed
+(``acc``) and the tool batch being run (``batch``) — updated *synchronously*, before
+any event about it is emitted. Events are delivered afterwards; a delivery that is
+cancelled goes back on a ``redo`` list (update events excepted) and is delivered first
+next time. So whatever ends the run, at whatever checkpoint — the run's own cancel scope
+(``abort``), the caller's cancel scope, an exception — ``_close`` can read the state,
+give every unanswered call a result, and queue the closing events. That is the pairing
+invariant: it never depends on how far an ``await`` got.
+
+``_policy.decide`` says what each reply means (the stop-reason table); ``_batch.Batch``
+runs one batch of tool calls; ``_stream.StreamAccumulator`` turns the model's events into
+the assistant message.
+
+Exception policy: a tool's or the model's ``Exception`` becomes data (an error result, an
+``error`` reply). Any other ``Exception`` (a hook, the event sink, a bug) ends the run with
+``AgentEnd(reason="error")`` and raises :class:`AgentRunError` with the original as
+``__cause__``. ``Cancelled``, ``KeyboardInterrupt`` and other ``BaseException``s propagate
+after the clean-up, never wrapped in an exception group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+import attrs
+import trio
+
+from . import _events as ev
+from ._batch import Batch, make_result, maybe_await
+from ._errors import AgentRunError, AgentUsageError
+from ._hooks import Context, LoopConfig, NextTurn, TurnContext
+from ._messages import AssistantMessage, CustomMessage, Message, ToolResultMessage
+from ._model import Model, ModelOptions, ModelRequest, ToolSpec
+from ._policy import Decision, decide
+from ._stream import StreamAccumulator
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = ["AgentRun", "AgentRunResult", "open_agent_loop", "run_agent_loop"]
+
+OnEvent = Callable[[ev.AgentEvent], Awaitable[None] | None]
+_DROPPABLE = (ev.MessageUpdate, ev.ToolExecutionUpdate)
+
+
+@attrs.frozen(kw_only=True)
+class AgentRunResult:
+    """How a run ended.
+
+    Attributes:
+        reason: why it ended.
+        messages: the messages this run added, in transcript order.
+        steps: model requests made.
+        transcript: the working message list the run ended with (the context's messages,
+            or what ``prepare_next_turn`` swapped in, plus everything appended since).
+        undelivered: messages a steering/follow-up poll returned that never entered the
+            transcript because the run ended first.
+        turns: the batch statistics of each turn, in order.
+        error_message: the model's error, when the run ended on an ``error`` reply.
+    """
+
+    reason: ev.EndReason
+    messages: tuple[Message, ...]
+    steps: int
+    transcript: tuple[Message, ...]
+    undelivered: tuple[Message, ...] = ()
+    turns: tuple[ev.TurnStats, ...] = ()
+    error_message: str | None = None
+
+
+def _default_convert(messages: Sequence[Message]) -> tuple[Message, ...]:
+    return tuple(m for m in messages if type(m) is not CustomMessage)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:
+            out.extend(_leaves(inner))
+        return out
+    return [exc]
+
+
+def _representative(exc: BaseException) -> BaseException:
+    """The one exception to raise for a (possibly grouped) failure.
+
+    Order: a non-``Exception`` (KeyboardInterrupt...) first, then an ``Exception``, then
+    ``Cancelled`` — so no library error and no Cancelled ever reaches a caller wrapped.
+    """
+    leaves = _leaves(exc)
+    for leaf in leaves:
+        if not isinstance(leaf, Exception | trio.Cancelled):
+            return leaf
+    for leaf in leaves:
+        if isinstance(leaf, Exception):
+            return leaf
+    return leaves[0]
+
+
+class _SinkFailure(BaseException):
+    """The event sink raised; carried as a BaseException so that the stream code's
+    ``except Exception`` (a provider failing) cannot mistake it for a model error."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(original)
+        self.original = original
+
+
+class _Runner:
+    def __init__(
+        self,
+        prompts: Sequence[Message],
+        context: Context,
+        model: Model,
+        config: LoopConfig,
+        *,
+        on_event: OnEvent | None = None,
+        send: trio.MemorySendChannel[ev.AgentEvent] | None = None,
+    ) -> None:
+        if not prompts:
+            last = context.messages[-1] if context.messages else None
+            if last is None or type(last) is AssistantMessage:
+                raise AgentUsageError(
+                    "nothing to continue from: with no prompts, the context must end in a "
+                    "user, tool-result or custom message (pass a prompt instead)"
+                )
+        self.config = config
+        self.prompts = tuple(prompts)
+        self.context = context
+        self.model = model
+        self.options: ModelOptions = config.model_options
+        self.on_event = on_event
+        self.send = send
+        self.has_sink = on_event is not None or send is not None
+        self.sink_dead = False
+        self.scope = trio.CancelScope()
+        self.token = trio.lowlevel.current_trio_token()
+
+        self.transcript: list[Message] = list(context.messages)
+        self.new_messages: list[Message] = []
+        self.pending: list[Message] = []
+        self.steps = 0
+        self.turn_index = 0
+        self.turn_open = False
+        self.turn_message: AssistantMessage | None = None
+        self.turn_results: list[ToolResultMessage] = []
+        self.turn_stats = ev.TurnStats()
+        self.turns: list[ev.TurnStats] = []
+        self.acc: StreamAccumulator | None = None
+        self.acc_start_emitted = False
+        self.stream_scope: trio.CancelScope | None = None
+        self.batch: Batch | None = None
+        self.redo: list[ev.AgentEvent] = []
+        self.aborted = False
+        self.abort_reason: str | None = None
+        self.interrupt_requested = False
+        self.ended = False
+        self.result: AgentRunResult | None = None
+        self._tool_specs: tuple[ToolSpec, ...] | None = None
+
+    # --- control from other tasks -------------------------------------------------------
+
+    def abort(self, reason: str | None = None, grace: float | None = None) -> None:
+        if self.ended:
+            return
+        if not self.aborted:
+            self.aborted = True
+            self.abort_reason = reason
+        batch = self.batch
+        if grace is not None and grace > 0 and batch is not None:
+            batch.scope.deadline = min(batch.scope.deadline, trio.current_time() + grace)
+            batch.stop_text = _abort_text(reason)
+            return
+        self.scope.cancel()
+
+    def interrupt(self) -> bool:
+        """Cancel the running batch or stream; the run goes on. False if neither runs."""
+        if self.ended:
+            return False
+        if self.batch is not None:
+            self.batch.interrupted = True
+            self.batch.stop_outcome = "skipped"
+            self.batch.stop_text = "Tool call skipped: interrupted by user."
+            self.batch.scope.cancel()
+            return True
+        if self.stream_scope is not None:
+            self.interrupt_requested = True
+            self.stream_scope.cancel()
+            return True
+        return False
+
+    # --- events -------------------------------------------------------------------------
+
+    async def _deliver(self, event: ev.AgentEvent) -> None:
+        if self.sink_dead:
+            return
+        if self.send is not None:
+            try:
+                await self.send.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.sink_dead = True
+                self.abort("the event consumer closed the channel")
+            return
+        assert self.on_event is not None
+        try:
+            result = self.on_event(event)
+            if result is not None:
+                await result
+        except Exception as exc:
+            raise _SinkFailure(exc) from exc
+
+    async def emit(self, *events: ev.AgentEvent) -> None:
+        """Deliver events in order; what a cancel interrupts goes on the redo list."""
+        if not self.has_sink:
+            return
+        if self.redo:
+            queue = [*self.redo, *events]
+            self.redo = []
+        else:
+            queue = list(events)
+        for i, event in enumerate(queue):
+            try:
+                await self._deliver(event)
+            except BaseException:
+                self.redo.extend(e for e in queue[i:] if not isinstance(e, _DROPPABLE))
+                raise
+
+    async def _flush(self) -> None:
+        if self.redo:
+            await self.emit()
+
+    # --- state changes (synchronous) ----------------------------------------------------
+
+    def _append(self, message: Message) -> list[ev.AgentEvent]:
+        self.transcript.append(message)
+        self.new_messages.append(message)
+        if not self.has_sink:
+            return []
+        return [ev.MessageStart(message=message), ev.MessageEnd(message=message)]
+
+    def _close(self, reason: ev.EndReason) -> None:
+        """End the run: pair every call, close the turn, queue the closing events."""
+        if self.ended:
+            return
+        self.ended = True
+        events: list[ev.AgentEvent] = []
+        acc = self.acc
+        if acc is not None:
+            if acc.final is not None:
+                message = acc.final
+            elif reason == "aborted":
+                message = acc.fail(self.abort_reason or "the run was aborted", "aborted")
+            else:
+                message = acc.fail("the run failed while the reply streamed", "error")
+            if not self.acc_start_emitted:
+                events.append(ev.MessageStart(message=acc.empty()))
+            self.transcript.append(message)
+            self.new_messages.append(message)
+            events.append(ev.MessageEnd(message=message))
+            self.turn_message = message
+            self.acc = None
+        new_results: list[ToolResultMessage] = []
+        answered = {r.tool_call_id for r in self.turn_results}
+        batch = self.batch
+        if batch is not None:
+            events.extend(batch.finish_unfinished())
+            new_results.extend(batch.results())
+            self.turn_stats = batch.stats()
+            self.batch = None
+        answered.update(r.tool_call_id for r in new_results)
+        if self.turn_message is not None:
+            why = "the run was aborted" if reason == "aborted" else f"the run ended ({reason})"
+            for call in self.turn_message.tool_calls:
+                if call.id in answered:
+                    continue
+                answered.add(call.id)
+                result = make_result(call, f"Tool call skipped: {why}.", is_error=True)
+                events.append(
+                    ev.ToolExecutionStart(call_id=call.id, tool_name=call.name, args=call.arguments)
+                )
+                events.append(
+                    ev.ToolExecutionEnd(
+                        call_id=call.id,
+                        tool_name=call.name,
+                        result=result,
+                        is_error=True,
+                        outcome="skipped",
+                    )
+                )
+                new_results.append(result)
+        for result in new_results:
+            events.extend(self._append(result))
+        self.turn_results.extend(new_results)
+        if self.turn_open:
+            self.turn_open = False
+            self.turns.append(self.turn_stats)
+            events.append(
+                ev.TurnEnd(
+                    message=self.turn_message,
+                    tool_results=tuple(self.turn_results),
+                    stats=self.turn_stats,
+                )
+            )
+        last = self.new_messages[-1] if self.new_messages else None
+        error_message = (
+            last.error_message
+            if type(last) is AssistantMessage and last.stop_reason == "error"
+            else None
+        )
+        self.result = AgentRunResult(
+            reason=reason,
+            messages=tuple(self.new_messages),
+            steps=self.steps,
+            transcript=tuple(self.transcript),
+            undelivered=tuple(self.pending),
+            turns=tuple(self.turns),
+            error_message=error_message,
+        )
+        self.pending = []
+        events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))
+        if self.has_sink and not self.sink_dead:
+            self.redo.extend(events)
+
+    # --- the run ------------------------------------------------------------------------
+
+    async def run(self) -> AgentRunResult:
+        failure: BaseException | None = None
+        try:
+            with self.scope:
+                await self._main()
+        # Everything is re-raised below, once the transcript is paired.
+        except BaseException as exc:  # noqa: ASYNC103, ASYNC104
+            failure = _representative(exc)
+        if isinstance(failure, _SinkFailure):
+            self.sink_dead = True
+            failure = failure.original
+        if failure is None or not isinstance(failure, Exception):
+            # Finished, aborted through the run's own scope, or stopped by an outer cancel
+            # scope / KeyboardInterrupt: those end "aborted" (a no-op if already ended).
+            self._close("aborted")
+            await self._deliver_closing()
+            if failure is not None:
+                raise failure from None
+        else:
+            self._close("error")
+            await self._deliver_closing()
+        assert self.result is not None
+        if failure is not None:
+            raise AgentRunError(
+                f"the run failed: {type(failure).__name__}: {failure}", self.result
+            ) from failure
+        return self.result
+
+    async def _deliver_closing(self) -> None:
+        """Deliver the closing events; once cancelled, within ``cleanup_timeout`` only."""
+        try:
+            try:
+                await self._flush()
+            except trio.Cancelled:
+                with trio.move_on_after(self.config.cleanup_timeout, shield=True):
+                    await self._flush()
+                raise
+        except _SinkFailure as exc:
+            # The sink failed while the run was closing: the run's own failure (if any)
+            # is what the caller hears about; a failure here is reported on its own.
+            self.sink_dead = True
+            assert self.result is not None
+            raise AgentRunError(
+                f"the event sink failed: {type(exc.original).__name__}: {exc.original}",
+                self.result,
+            ) from exc.original
+
+    async def _checkpoint_abort(self) -> None:
+        if self.aborted:
+            self.scope.cancel()
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+    async def _poll(self, hook: Callable[[], Any] | None) -> None:
+        if hook is None:
+            return
+        messages = await maybe_await(hook())
+        if messages:
+            self.pending.extend(messages)
+
+    def _turn_context(self) -> TurnContext:
+        assert self.turn_message is not None
+        return TurnContext(
+            message=self.turn_message,
+            tool_results=tuple(self.turn_results),
+            context=Context(
+                system_prompt=self.context.system_prompt,
+                messages=tuple(self.transcript),
+                tools=self.context.tools,
+            ),
+            new_messages=tuple(self.new_messages),
+        )
+
+    async def _end(self, reason: ev.EndReason) -> None:
+        self._close(reason)
+        await self._flush()
+
+    async def _main(self) -> None:
+        config = self.config
+        await self.emit(ev.AgentStart())
+        await self._checkpoint_abort()
+        self.pending.extend(self.prompts)
+        await self._poll(config.get_steering_messages)
+        first = True
+        has_more = True
+        last_terminated = False
+        while True:
+            while has_more or self.pending:
+                if not first:
+                    if self.steps >= config.max_steps:
+                        return await self._end("max_steps")
+                    await self._checkpoint_abort()
+                    if config.prepare_next_turn is not None:
+                        nxt = await maybe_await(config.prepare_next_turn(self._turn_context()))
+                        if nxt is not None:
+                            self._apply_next_turn(nxt)
+                    if not self.pending:
+                        await self._poll(config.get_steering_messages)
+                first = False
+                await self._checkpoint_abort()
+                decision = await self._turn()
+                if decision.end is not None:
+                    return await self._end(decision.end)
+                batch_terminated = decision.action == "execute" and self._last_all_terminate
+                last_terminated = batch_terminated
+                has_more = decision.continues and not batch_terminated
+                if config.should_stop_after_turn is not None and await maybe_await(
+                    config.should_stop_after_turn(self._turn_context())
+                ):
+                    return await self._end("stopped")
+                await self._poll(config.get_steering_messages)
+            await self._poll(config.get_follow_up_messages)
+            if self.pending:
+                continue
+            if self.turn_message is not None and self.turn_message.stop_reason == "aborted":
+                return await self._end("aborted")
+            return await self._end("terminated" if last_terminated else "stop")
+
+    _last_all_terminate = False
+
+    def _apply_next_turn(self, nxt: NextTurn) -> None:
+        if nxt.context is not None:
+            self.context = nxt.context
+            self.transcript = list(nxt.context.messages)
+            self._tool_specs = None
+        if nxt.model is not None:
+            self.model = nxt.model
+        if nxt.options is not None:
+            self.options = nxt.options
+
+    def _request(self, messages: Sequence[Message]) -> ModelRequest:
+        specs = self._tool_specs
+        if specs is None:
+            specs = self._tool_specs = tuple(
+                ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+                for t in self.context.tools
+            )
+        return ModelRequest(
+            system_prompt=self.context.system_prompt,
+            messages=tuple(messages),
+            tools=specs,
+            options=self.options,
+        )
+
+    async def _turn(self) -> Decision:
+        config = self.config
+        self.turn_open = True
+        self.turn_message = None
+        self.turn_results = []
+        self.turn_stats = ev.TurnStats()
+        index = self.turn_index
+        self.turn_index += 1
+        events: list[ev.AgentEvent] = [ev.TurnStart(index=index)] if self.has_sink else []
+        pending, self.pending = self.pending, []
+        for message in pending:
+            events.extend(self._append(message))
+        await self.emit(*events)
+        messages: Sequence[Message] = self.transcript
+        if config.transform_context is not None:
+            messages = await maybe_await(config.transform_context(tuple(messages)))
+        convert = config.convert_to_llm
+        if convert is not None:
+            messages = await maybe_await(convert(tuple(messages)))
+        else:
+            messages = _default_convert(messages)
+        request = self._request(messages)
+        await self._checkpoint_abort()
+        self.steps += 1
+        message = await self._stream(request)
+        if self.interrupt_requested:
+            # An interrupted reply is kept (stop reason aborted) but the run goes on:
+            # its calls are skipped and the steering poll delivers what interrupted it.
+            self.interrupt_requested = False
+            calls = tuple({c.id: c for c in message.tool_calls}.values())
+            decision = Decision(
+                action="skip" if calls else "none", calls=calls, skip_why="interrupted by user"
+            )
+        else:
+            decision = decide(message, continue_after_length=config.continue_after_length)
+        self._last_all_terminate = False
+        if decision.action == "execute":
+            await self._run_batch(message, decision.calls)
+        elif decision.action == "skip":
+            await self._skip(decision)
+        self.turn_open = False
+        self.turns.append(self.turn_stats)
+        if self.has_sink:
+            await self.emit(
+                ev.TurnEnd(
+                    message=message,
+                    tool_results=tuple(self.turn_results),
+                    stats=self.turn_stats,
+                )
+            )
+        return decision
+
+    async def _stream(self, request: ModelRequest) -> AssistantMessage:
+        acc = StreamAccumulator()
+        self.acc = acc
+        self.acc_start_emitted = False
+        self.interrupt_requested = False
+        idle = self.config.stream_idle_timeout
+        has_sink = self.has_sink
+        with trio.CancelScope() as scope:
+            self.stream_scope = scope
+            if idle is not None:
+                scope.deadline = trio.current_time() + idle
+            try:
+                async with self.model.stream(request) as events:
+                    async for event in events:
+                        if idle is not None:
+                            scope.deadline = math.inf
+                        show = acc.feed(event)
+                        if has_sink:
+                            if not self.acc_start_emitted and acc.started:
+                                self.acc_start_emitted = True
+                                await self.emit(ev.MessageStart(message=acc.empty()))
+                            if show:
+                                await self.emit(
+                                    ev.MessageUpdate(message=acc.snapshot(), event=event)
+                                )
+                        if acc.final is not None:
+                            break
+                        if idle is not None:
+                            scope.deadline = trio.current_time() + idle
+            except Exception as exc:
+                if acc.final is None:
+                    acc.fail(f"the model stream failed: {type(exc).__name__}: {exc}")
+        self.stream_scope = None
+        if scope.cancelled_caught and acc.final is None:
+            if self.interrupt_requested:
+                acc.fail("interrupted by user", "aborted")
+            else:
+                acc.fail(f"the model stream was silent for {idle:g}s (stream_idle_timeout)")
+        message = acc.finish()
+        # The message enters the transcript in the same step as the stream stops being
+        # "in flight", so a cancel at any later checkpoint finds it there.
+        self.acc = None
+        self.transcript.append(message)
+        self.new_messages.append(message)
+        self.turn_message = message
+        if has_sink:
+            closing: list[ev.AgentEvent] = []
+            if not self.acc_start_emitted:
+                self.acc_start_emitted = True
+                closing.append(ev.MessageStart(message=acc.empty()))
+            closing.append(ev.MessageEnd(message=message))
+            await self.emit(*closing)
+        return message
+
+    async def _skip(self, decision: Decision) -> None:
+        events: list[ev.AgentEvent] = []
+        results = []
+        for call in decision.calls:
+            result = make_result(call, f"Tool call skipped: {decision.skip_why}.", is_error=True)
+            results.append(result)
+            if self.has_sink:
+                events.append(
+                    ev.ToolExecutionStart(call_id=call.id, tool_name=call.name, args=call.arguments)
+                )
+                events.append(
+                    ev.ToolExecutionEnd(
+                        call_id=call.id,
+                        tool_name=call.name,
+                        result=result,
+                        is_error=True,
+                        outcome="skipped",
+                    )
+                )
+        for result in results:
+            events.extend(self._append(result))
+        self.turn_results.extend(results)
+        await self.emit(*events)
+
+    async def _run_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> None:
+        batch = Batch(
+            message=message,
+            calls=calls,
+            context=self.context,
+            config=self.config,
+            emit=self.emit,
+            has_sink=self.has_sink,
+        )
+        self.batch = batch
+        await batch.run()
+        events = batch.finish_unfinished()
+        results = batch.results()
+        self.turn_stats = batch.stats()
+        self._last_all_terminate = batch.all_terminate()
+        self.batch = None
+        for result in results:
+            events.extend(self._append(result))
+        self.turn_results.extend(results)
+        await self.emit(*events)
+        if self.aborted:
+            await self._checkpoint_abort()
+
+
+def _abort_text(reason: str | None) -> str:
+    return f"Tool call aborted: {reason or 'the run was aborted'}."
+
+
+# --- public API ------------------------------------------------------------------------
+
+
+async def run_agent_loop(
+    prompts: Sequence[Message],
+    context: Context,
+    model: Model,
+    config: LoopConfig | None = None,
+    on_event: OnEvent | None = None,
+) -> AgentRunResult:
+    """Run the agent loop to its end and return how it ended.
+
+    Args:
+        prompts: messages to append first; may be empty to continue from ``context``
+            (which must then end in a user, tool-result or custom message).
+        context: system prompt, transcript and tools; never mutated.
+        model: what streams the replies.
+        config: hooks and limits (:class:`LoopConfig`).
+        on_event: called with every event, in order; an awaitable it returns is awaited
+            (a slow sink slows the run).
+
+    A model's or a tool's failure is data in the result. If the caller's cancel scope
+    fires, the transcript is paired under a bounded shield (events still delivered if
+    ``on_event`` takes them in time) and ``Cancelled`` propagates.
+
+    Raises:
+        AgentUsageError: nothing to continue from.
+        AgentRunError: a hook or ``on_event`` raised, or a bug; ``.result`` holds the
+            paired transcript, ``__cause__`` the original error.
+    """
+    runner = _Runner(prompts, context, model, config or LoopConfig(), on_event=on_event)
+    return await runner.run()
+
+
+@final
+@attrs.define(eq=False)
+class AgentRun:
+    """A run started by :func:`open_agent_loop`.
+
+    Attributes:
+        events: the run's events; closes after ``AgentEnd``.
+    """
+
+    events: trio.MemoryReceiveChannel[ev.AgentEvent]
+    _runner: _Runner = attrs.field(alias="runner", repr=False)
+
+    @property
+    def result(self) -> AgentRunResult | None:
+        """How the run ended; ``None`` while it runs."""
+        return self._runner.result
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The messages the run has appended so far (all of them, once it ended)."""
+        return tuple(self._runner.new_messages)
+
+    @property
+    def steps(self) -> int:
+        """Model requests made so far."""
+        return self._runner.steps
+
+    def abort(self, reason: str | None = None, *, grace: float | None = None) -> None:
+        """Stop the run; callable from any task of the run's trio loop. Not a checkpoint.
+
+        The partial reply is kept (stop reason ``aborted``), finished calls keep their
+        results, every other call gets an ``aborted`` result, no new request is made,
+        and the run ends with reason ``aborted``. With ``grace``, running tools may
+        finish for up to ``grace`` seconds first. Aborting an ended run does nothing.
+        """
+        self._runner.abort(reason, grace)
+
+    def abort_from_thread(self, reason: str | None = None) -> None:
+        """:meth:`abort`, from a thread that is not running the trio loop."""
+        trio.from_thread.run_sync(self._runner.abort, reason, None, trio_token=self._runner.token)
+
+    def interrupt(self) -> bool:
+        """Cancel the running tool batch or reply, and go on with the run.
+
+        Unfinished calls get ``skipped: interrupted by user`` results; an interrupted
+        reply is kept with stop reason ``aborted``. The next steering poll's messages
+        are delivered next. Returns False when neither a batch nor a reply was running.
+        """
+        return self._runner.interrupt()
+
+
+class open_agent_loop:
+    """Start a run in the background and iterate its events::
+
+        async with open_agent_loop(prompts, context, model, config) as run:
+            async for event in run.events:
+                ...
+        result = run.result
+
+    The event channel holds ``buffer`` events (default 0: a slow consumer slows the run,
+    nothing is dropped). Leaving the block before ``AgentEnd``, or closing
+    ``run.events``, aborts the run (clean-up as for :meth:`AgentRun.abort`). An exception
+    raised in the block propagates unchanged.
+
+    Raises:
+        AgentUsageError: on entry, when there is nothing to continue from.
+        AgentRunError: on exit, when a hook raised or a bug ended the run.
+    """
+
+    def __init__(
+        self,
+        prompts: Sequence[Message],
+        context: Context,
+        model: Model,
+        config: LoopConfig | None = None,
+        *,
+        buffer: int = 0,
+    ) -> None:
+        self._args = (prompts, context, model, config or LoopConfig())
+        self._buffer = buffer
+        self._nursery_cm: Any = None
+        self._run: AgentRun | None = None
+        self._error: AgentRunError | None = None
+
+    async def __aenter__(self) -> AgentRun:
+        send, receive = trio.open_memory_channel[ev.AgentEvent](self._buffer)
+        prompts, context, model, config = self._args
+        try:
+            runner = _Runner(prompts, context, model, config, send=send)
+        except BaseException:
+            send.close()
+            receive.close()
+            raise
+        self._run = AgentRun(events=receive, runner=runner)
+        self._nursery_cm = trio.open_nursery()
+        nursery = await self._nursery_cm.__aenter__()
+        nursery.start_soon(self._drive, runner, send)
+        return self._run
+
+    async def _drive(self, runner: _Runner, send: trio.MemorySendChannel[ev.AgentEvent]) -> None:
+        with send:
+            try:
+                await runner.run()
+            except AgentRunError as exc:
+                self._error = exc
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        assert self._run is not None
+        runner = self._run._runner
+        if not runner.ended:
+            runner.abort("the consumer left the open_agent_loop block")
+        self._run.events.close()
+        try:
+            # Waiting for the run is the point of this exit; the run bounds its own
+            # clean-up (LoopConfig.cleanup_timeout) once cancelled.
+            await self._nursery_cm.__aexit__(None, None, None)  # noqa: ASYNC102
+        except BaseException as group:  # noqa: ASYNC103, ASYNC104 - re-raised, unwrapped
+            leaf = _representative(group)
+            if exc is not None and isinstance(leaf, trio.Cancelled):
+                return False  # noqa: ASYNC104 - the body's own exception propagates instead
+            raise leaf from None  # noqa: ASYNC104 - the group's representative, unwrapped
+        if exc is not None:
+            return False
+        if self._error is not None:
+            raise self._error
+        return False

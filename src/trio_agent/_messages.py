@@ -1,0 +1,177 @@
+"""Content blocks and messages: the transcript's vocabulary.
+
+All classes are frozen, keyword-only attrs classes; sequences are tuples. Each carries a
+wire tag as a class attribute (``type`` for blocks, ``role`` for messages) so that a
+transcript round-trips through JSON exactly. Don't subclass these: the unions are closed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, TypeAlias
+
+import attrs
+
+__all__ = [
+    "AssistantMessage",
+    "ContentBlock",
+    "CustomMessage",
+    "Image",
+    "Message",
+    "StopReason",
+    "Text",
+    "Thinking",
+    "ToolCall",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+]
+
+StopReason: TypeAlias = Literal["stop", "length", "tool_use", "error", "aborted"]
+"""Why the model stopped producing one assistant message."""
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    return value if type(value) is tuple else tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Text:
+    """A piece of text; ``signature`` is an opaque provider token, kept as is."""
+
+    type: ClassVar[Literal["text"]] = "text"
+    text: str
+    signature: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Thinking:
+    """The model's reasoning; ``redacted`` thinking holds opaque provider data."""
+
+    type: ClassVar[Literal["thinking"]] = "thinking"
+    thinking: str
+    signature: str | None = None
+    redacted: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Image:
+    """An image: base64 ``data`` with its ``mime_type`` (like ``image/png``)."""
+
+    type: ClassVar[Literal["image"]] = "image"
+    data: str
+    mime_type: str
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """A tool call the model declared; ``arguments`` is a JSON object. Don't mutate it."""
+
+    type: ClassVar[Literal["tool_call"]] = "tool_call"
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+ContentBlock: TypeAlias = Text | Thinking | Image | ToolCall
+
+
+@attrs.frozen(kw_only=True)
+class Usage:
+    """Token counts of one reply. ``input_tokens`` excludes cached prompt tokens."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        """Every token counted, cached ones included."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
+
+
+@attrs.frozen(kw_only=True)
+class UserMessage:
+    """What the user (or the application on their behalf) said."""
+
+    role: ClassVar[Literal["user"]] = "user"
+    content: tuple[Text | Image, ...] = attrs.field(converter=_tuple)
+    timestamp: float = attrs.field(factory=_now)
+
+    @classmethod
+    def text(cls, text: str, *, timestamp: float | None = None) -> UserMessage:
+        """A user message holding one :class:`Text` block."""
+        if timestamp is None:
+            return cls(content=(Text(text=text),))
+        return cls(content=(Text(text=text),), timestamp=timestamp)
+
+
+@attrs.frozen(kw_only=True)
+class AssistantMessage:
+    """One finished (or, in a ``MessageUpdate``, partial) reply of the model."""
+
+    role: ClassVar[Literal["assistant"]] = "assistant"
+    content: tuple[Text | Thinking | ToolCall, ...] = attrs.field(converter=_tuple)
+    stop_reason: StopReason
+    usage: Usage = attrs.field(factory=Usage)
+    model: str = ""
+    provider: str = ""
+    error_message: str | None = None
+    timestamp: float = attrs.field(factory=_now)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls, in declaration order."""
+        return tuple(b for b in self.content if type(b) is ToolCall)
+
+    @property
+    def text(self) -> str:
+        """All text blocks joined (thinking excluded)."""
+        return "".join(b.text for b in self.content if type(b) is Text)
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultMessage:
+    """The result of one tool call, paired with it by ``tool_call_id``."""
+
+    role: ClassVar[Literal["tool_result"]] = "tool_result"
+    tool_call_id: str
+    tool_name: str
+    content: tuple[Text | Image, ...] = attrs.field(converter=_tuple)
+    details: Any = None
+    is_error: bool = False
+    timestamp: float = attrs.field(factory=_now)
+
+    @property
+    def text(self) -> str:
+        """All text blocks joined."""
+        return "".join(b.text for b in self.content if type(b) is Text)
+
+
+@attrs.frozen(kw_only=True)
+class CustomMessage:
+    """An application's own entry in the transcript (a note, a UI marker...).
+
+    Never sent to the model unless ``LoopConfig.convert_to_llm`` turns it into a message
+    the model understands. ``content`` and ``details`` must be JSON values.
+    """
+
+    role: ClassVar[Literal["custom"]] = "custom"
+    kind: str
+    content: Any = None
+    details: Any = None
+    timestamp: float = attrs.field(factory=_now)
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | CustomMessage

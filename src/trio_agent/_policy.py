@@ -1,0 +1,99 @@
+"""What a finished assistant reply means for the run (sans-IO, no trio).
+
+Theory of operation: after each reply the loop asks :func:`decide` what to do. The answer
+is data — run the calls, or give each distinct call a skipped result — plus whether the
+run ends and why. This is SPEC §4's stop-reason table, row by row:
+
+============================  ===========  ==================================  ============
+stop reason and content        tools run    results appended                    next
+============================  ===========  ==================================  ============
+duplicate call ids             0            one skipped result per distinct id  end error
+tool_use + ≥1 call             each once    its result                          next request
+stop + no calls                0            none                                natural end
+length + calls, continue flag  0            skipped: re-issue the call          next request
+length / error / aborted       0            a skipped result per call           end (reason)
+stop + ≥1 call                 0            skipped (unexpected stop)           end error
+tool_use + no calls            0            none                                end error
+============================  ===========  ==================================  ============
+
+"Natural end" means the inner loop has nothing more to answer: steering and follow-up
+polls still run (pi's behaviour).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from ._events import EndReason
+from ._messages import AssistantMessage, ToolCall
+
+__all__ = ["Decision", "decide"]
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    """``execute``: run ``calls``; else each of ``calls`` gets a skipped result saying
+    ``skip_why``. ``end``: the run ends right after this turn with that reason."""
+
+    action: Literal["execute", "skip", "none"]
+    calls: tuple[ToolCall, ...] = ()
+    skip_why: str = ""
+    end: EndReason | None = None
+    continues: bool = False
+    """Whether the model has results to answer (another request follows)."""
+
+
+def _distinct(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    seen: set[str] = set()
+    out = []
+    for call in calls:
+        if call.id not in seen:
+            seen.add(call.id)
+            out.append(call)
+    return tuple(out)
+
+
+def decide(message: AssistantMessage, *, continue_after_length: bool = False) -> Decision:
+    """Map one finished reply to what the loop does next (see the module docstring)."""
+    calls = message.tool_calls
+    reason = message.stop_reason
+    distinct = _distinct(calls)
+    if len(distinct) != len(calls):
+        dupes = sorted({c.id for c in calls if sum(d.id == c.id for d in calls) > 1})
+        return Decision(
+            action="skip",
+            calls=distinct,
+            skip_why=f"the reply declared duplicate tool call ids ({', '.join(dupes)})",
+            end="error",
+        )
+    if reason == "tool_use":
+        if calls:
+            return Decision(action="execute", calls=calls, continues=True)
+        return Decision(action="none", end="error")
+    if reason == "stop":
+        if calls:
+            return Decision(
+                action="skip",
+                calls=calls,
+                skip_why="the model stopped (stop reason stop) without asking for tools",
+                end="error",
+            )
+        return Decision(action="none")
+    if reason == "length":
+        if calls and continue_after_length:
+            return Decision(
+                action="skip",
+                calls=calls,
+                skip_why="the reply was truncated (stop reason length); re-issue the call",
+                continues=True,
+            )
+        return Decision(
+            action="skip" if calls else "none",
+            calls=calls,
+            skip_why="the reply was truncated (stop reason length)",
+            end="length",
+        )
+    why = "the model reported an error" if reason == "error" else "the reply was aborted"
+    return Decision(action="skip" if calls else "none", calls=calls, skip_why=why, end=reason)

@@ -1,0 +1,235 @@
+"""The one cattrs converter, and ``dumps``/``loads`` for transcripts.
+
+Unions are tagged (``type`` for blocks and events, ``role`` for messages) with
+``cattrs.strategies.configure_tagged_union``. Primitives are structured strictly: cattrs'
+default coercions (``"false"`` → True, ``None`` → ``"None"``) would silently corrupt a
+transcript. Structuring errors become :class:`TranscriptFormatError` naming the path of
+the first bad field, like ``$[3].content[0].type``.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import cattrs
+from cattrs.gen import make_dict_unstructure_fn
+from cattrs.preconf.json import make_converter
+
+from . import _events as ev
+from ._errors import TranscriptFormatError
+from ._messages import (
+    AssistantMessage,
+    ContentBlock,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+)
+
+__all__ = ["dumps", "loads"]
+
+T = TypeVar("T")
+
+
+def _strict_str(value: Any, _: type) -> str:
+    if type(value) is not str:
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _strict_int(value: Any, _: type) -> int:
+    if type(value) is not int:
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _strict_float(value: Any, _: type) -> float:
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        return float(value)
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def _strict_bool(value: Any, _: type) -> bool:
+    if type(value) is not bool:
+        raise TypeError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
+def _json_object(value: Any, _: type) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+class _BadTag(ValueError):
+    """An unknown or missing union tag; reported at the tag's own path."""
+
+    def __init__(self, message: str, tag_name: str) -> None:
+        super().__init__(message)
+        self.tag_name = tag_name
+
+
+def _configure_tagged_union(conv: cattrs.Converter, union: Any, tag_name: str) -> None:
+    """Structure and unstructure ``union`` as JSON objects tagged by ``tag_name``.
+
+    Like ``cattrs.strategies.configure_tagged_union``, but an unknown tag is reported as
+    such at the tag's own path (cattrs reports a missing field at the object's path).
+    """
+    classes = typing.get_args(union)
+    by_tag: dict[str, type] = {getattr(cl, tag_name): cl for cl in classes}
+    known = ", ".join(repr(t) for t in by_tag)
+    for cl in classes:
+        tag = getattr(cl, tag_name)
+        if cl not in _tag_unstructurers:
+            base = (
+                conv.get_unstructure_hook(cl)
+                if cl is ev.MessageUpdate
+                else make_dict_unstructure_fn(cl, conv)
+            )
+            _tag_unstructurers[cl] = _add_tag(base, tag_name, tag)
+            conv.register_unstructure_hook(cl, _tag_unstructurers[cl])
+
+    def structure(data: Any, _: Any) -> Any:
+        if not isinstance(data, dict):
+            raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+        tag = data.get(tag_name)
+        cl = by_tag.get(tag) if isinstance(tag, str) else None
+        if cl is None:
+            what = "missing" if tag is None else f"unknown {tag_name} {tag!r}"
+            raise _BadTag(f"{what} (expected one of {known})", tag_name)
+        fields = dict(data)
+        del fields[tag_name]
+        return conv.structure(fields, cl)
+
+    conv.register_structure_hook_func(lambda t: t == union, structure)
+
+
+_tag_unstructurers: dict[type, Callable[[Any], dict[str, Any]]] = {}
+
+
+def _add_tag(
+    base: Callable[[Any], dict[str, Any]], tag_name: str, tag: str
+) -> Callable[[Any], dict[str, Any]]:
+    def unstructure(value: Any) -> dict[str, Any]:
+        d = base(value)
+        d[tag_name] = tag
+        return d
+
+    return unstructure
+
+
+def _make() -> cattrs.Converter:
+    conv = make_converter(prefer_attrib_converters=False)
+    conv.register_structure_hook(str, _strict_str)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], _json_object)
+
+    for union in (Text | Image, Text | Thinking | ToolCall, ContentBlock, ev.AssistantEvent):
+        _configure_tagged_union(conv, union, "type")
+    _configure_tagged_union(conv, Message, "role")
+
+    # A MessageUpdate holds a lazy snapshot; on the wire it is a plain message.
+    def unstructure_update(u: ev.MessageUpdate) -> dict[str, Any]:
+        return {
+            "message": conv.unstructure(u.message, AssistantMessage),
+            "event": conv.unstructure(u.event, ev.AssistantEvent),
+        }
+
+    def structure_update(d: Any, _: type) -> ev.MessageUpdate:
+        return ev.MessageUpdate(
+            message=conv.structure(d["message"], AssistantMessage),
+            event=conv.structure(d["event"], ev.AssistantEvent),  # type: ignore[arg-type]
+        )
+
+    conv.register_unstructure_hook(ev.MessageUpdate, unstructure_update)
+    conv.register_structure_hook(ev.MessageUpdate, structure_update)
+    _configure_tagged_union(conv, ev.AgentEvent, "type")
+    return conv
+
+
+_converter = _make()
+
+
+def _describe(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, _BadTag):
+        return f"{exc}\x00{exc.tag_name}"
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    if typing.get_origin(type_) is typing.Literal:
+        allowed = ", ".join(repr(a) for a in typing.get_args(type_))
+        return f"expected one of {allowed}"
+    if isinstance(exc, TypeError | ValueError) and str(exc):
+        return str(exc)
+    return cattrs.v.format_exception(exc, type_)
+
+
+def _format_error(exc: Exception, root: str) -> TranscriptFormatError:
+    if isinstance(exc, cattrs.BaseValidationError):
+        details = cattrs.transform_error(exc, path=root, format_exception=_describe)
+        first = details[0] if details else str(exc)
+        message, _, path = first.rpartition(" @ ")
+        if not message:
+            message, path = first, root
+    else:
+        message = _describe(exc, None)
+        path = root
+    message, _, tag = message.partition("\x00")
+    if tag:
+        path = f"{path}.{tag}"
+    return TranscriptFormatError(f"{message} at {path}", path=path)
+
+
+def to_jsonable(value: Any, cl: Any = None) -> Any:
+    """Unstructure a message, block or event into JSON-ready Python values."""
+    return _converter.unstructure(value, cl if cl is not None else type(value))
+
+
+def from_jsonable(data: Any, cl: type[T] | Any, *, path: str = "$") -> T:
+    """Structure JSON values into ``cl``; raises :class:`TranscriptFormatError`."""
+    try:
+        return _converter.structure(data, cl)  # type: ignore[no-any-return]
+    except Exception as exc:
+        raise _format_error(exc, path) from None
+
+
+def message_to_json(message: Message) -> str:
+    """One message as compact JSON text (one line)."""
+    return json.dumps(to_jsonable(message, Message), ensure_ascii=False, separators=(",", ":"))
+
+
+def event_to_json(event: ev.AgentEvent) -> str:
+    """One loop event as compact JSON text (one line)."""
+    return json.dumps(to_jsonable(event, ev.AgentEvent), ensure_ascii=False, separators=(",", ":"))
+
+
+def dumps(messages: Iterable[Message]) -> str:
+    """Serialize messages to a JSON array (text). ``loads(dumps(x)) == tuple(x)``."""
+    return json.dumps(
+        [to_jsonable(m, Message) for m in messages], ensure_ascii=False, separators=(",", ":")
+    )
+
+
+def loads(text: str | bytes) -> tuple[Message, ...]:
+    """Read messages written by :func:`dumps`.
+
+    Raises:
+        TranscriptFormatError: malformed JSON, a value that is not an array, an unknown
+            tag, a missing field or a value of the wrong type; ``.path`` names the field.
+    """
+    try:
+        data = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TranscriptFormatError(f"malformed JSON: {exc}", path="$") from None
+    if not isinstance(data, list):
+        raise TranscriptFormatError(
+            f"expected a JSON array of messages, got {type(data).__name__}", path="$"
+        )
+    return tuple(from_jsonable(item, Message, path=f"$[{i}]") for i, item in enumerate(data))

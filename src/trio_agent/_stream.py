@@ -1,0 +1,220 @@
+"""Turning a model's event stream into one assistant message (sans-IO).
+
+Theory of operation: ``StreamAccumulator.feed`` takes events one at a time and keeps
+mutable per-block builders (lists of fragments). Each block event yields a snapshot that
+records only *how far* the accumulation had gone (the number of blocks, and the fragment
+count of each block still open) — O(1) to make for the usual one-open-block stream — and
+builds the partial message only when someone reads it. Text is joined once per read, so
+N deltas cost O(total size), never O(N²).
+
+The final message is the ``Done``/``Error`` event's message: block events are for live
+display. Malformed streams are tolerated where SPEC §2 says so (block events before
+``Start``, a second terminal event) and become an ``error`` message otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import attrs
+
+from . import _events as ev
+from ._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall
+
+__all__ = ["StreamAccumulator"]
+
+_TEXT, _THINKING, _CALL = 0, 1, 2
+
+
+class _Block:
+    __slots__ = ("call_id", "final", "kind", "name", "parts", "signature")
+
+    def __init__(self, kind: int) -> None:
+        self.kind = kind
+        self.parts: list[str] = []
+        self.final: Text | Thinking | ToolCall | None = None
+        self.call_id = ""
+        self.name = ""
+        self.signature: str | None = None
+
+    def partial(self, count: int) -> Text | Thinking | ToolCall | None:
+        """The block as it stood when it had ``count`` fragments (None: not showable)."""
+        if self.kind == _TEXT:
+            return Text(text="".join(self.parts[:count]))
+        if self.kind == _THINKING:
+            return Thinking(thinking="".join(self.parts[:count]))
+        raw = "".join(self.parts[:count])
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            args = {}
+        return ToolCall(
+            id=self.call_id, name=self.name, arguments=args if isinstance(args, dict) else {}
+        )
+
+
+class _Snapshot:
+    __slots__ = ("_acc", "_n", "_open")
+
+    def __init__(self, acc: StreamAccumulator) -> None:
+        self._acc = acc
+        self._n = len(acc.blocks)
+        self._open = tuple((b, len(b.parts)) for b in acc.open_blocks)
+
+    def materialize(self) -> AssistantMessage:
+        open_counts = {id(b): n for b, n in self._open}
+        content: list[Text | Thinking | ToolCall] = []
+        for block in self._acc.blocks[: self._n]:
+            count = open_counts.get(id(block))
+            if count is None:
+                if block.final is not None:
+                    content.append(block.final)
+            else:
+                part = block.partial(count)
+                if part is not None:
+                    content.append(part)
+        return self._acc.message(tuple(content), "stop")
+
+
+class StreamAccumulator:
+    """Accumulates one model reply. Not thread-safe; one per request."""
+
+    def __init__(self, *, model: str = "", provider: str = "") -> None:
+        self.blocks: list[_Block] = []
+        self.open_blocks: list[_Block] = []
+        self._by_index: dict[int, _Block] = {}
+        self.started = False
+        self.final: AssistantMessage | None = None
+        self._model = model
+        self._provider = provider
+        self._timestamp = time.time()
+
+    def message(
+        self,
+        content: tuple[Text | Thinking | ToolCall, ...],
+        stop_reason: StopReason,
+        error_message: str | None = None,
+    ) -> AssistantMessage:
+        return AssistantMessage(
+            content=content,
+            stop_reason=stop_reason,
+            model=self._model,
+            provider=self._provider,
+            error_message=error_message,
+            timestamp=self._timestamp,
+        )
+
+    def snapshot(self) -> _Snapshot:
+        """An O(1) snapshot of the partial message (built when read)."""
+        return _Snapshot(self)
+
+    def empty(self) -> AssistantMessage:
+        return self.message((), "stop")
+
+    def _block(self, index: int, kind: int) -> _Block:
+        block = self._by_index.get(index)
+        if block is None or block.final is not None:
+            block = _Block(kind)
+            self._by_index[index] = block
+            self.blocks.append(block)
+            self.open_blocks.append(block)
+        return block
+
+    def _close(self, block: _Block, final: Text | Thinking | ToolCall) -> None:
+        block.final = final
+        try:
+            self.open_blocks.remove(block)
+        except ValueError:
+            pass
+
+    def feed(self, event: ev.AssistantEvent) -> bool:
+        """Take one event; True when it is a block event to show as a ``MessageUpdate``.
+
+        After a terminal event (``Done``/``Error``) ``final`` is set; later events are
+        ignored (the first terminal event stands).
+        """
+        if self.final is not None:
+            return False
+        t = type(event)
+        if t is ev.TextDelta:
+            self._block(event.index, _TEXT).parts.append(event.delta)  # type: ignore[union-attr]
+        elif t is ev.ToolCallDelta:
+            self._block(event.index, _CALL).parts.append(event.delta)  # type: ignore[union-attr]
+        elif t is ev.ThinkingDelta:
+            self._block(event.index, _THINKING).parts.append(event.delta)  # type: ignore[union-attr]
+        elif t is ev.TextStart:
+            self._block(event.index, _TEXT)  # type: ignore[union-attr]
+        elif t is ev.ThinkingStart:
+            self._block(event.index, _THINKING)  # type: ignore[union-attr]
+        elif t is ev.ToolCallStart:
+            block = self._block(event.index, _CALL)  # type: ignore[union-attr]
+            block.call_id = event.id  # type: ignore[union-attr]
+            block.name = event.name  # type: ignore[union-attr]
+        elif t is ev.TextEnd:
+            block = self._block(event.index, _TEXT)  # type: ignore[union-attr]
+            self._close(block, Text(text=event.text))  # type: ignore[union-attr]
+        elif t is ev.ThinkingEnd:
+            block = self._block(event.index, _THINKING)  # type: ignore[union-attr]
+            self._close(
+                block,
+                Thinking(thinking=event.thinking, signature=event.signature),  # type: ignore[union-attr]
+            )
+        elif t is ev.ToolCallEnd:
+            block = self._block(event.index, _CALL)  # type: ignore[union-attr]
+            self._close(block, event.tool_call)  # type: ignore[union-attr]
+        elif t is ev.Start:
+            self.started = True
+            return False
+        elif t is ev.Done:
+            self.started = True
+            self.final = event.message  # type: ignore[union-attr]
+            return False
+        elif t is ev.Error:
+            self.started = True
+            msg: AssistantMessage = event.message  # type: ignore[union-attr]
+            if msg.stop_reason not in ("error", "aborted") or not msg.error_message:
+                msg = attrs.evolve(
+                    msg,
+                    stop_reason=msg.stop_reason if msg.stop_reason == "aborted" else "error",
+                    error_message=msg.error_message or "the model reported an error",
+                )
+            self.final = msg
+            return False
+        else:
+            raise TypeError(f"not an assistant event: {event!r}")
+        self.started = True
+        return True
+
+    def _partial_content(self) -> tuple[tuple[Text | Thinking | ToolCall, ...], list[str]]:
+        content: list[Text | Thinking | ToolCall] = []
+        dropped: list[str] = []
+        for block in self.blocks:
+            if block.final is not None:
+                content.append(block.final)
+            elif block.kind == _CALL:
+                dropped.append(f"{block.name or '?'} ({block.call_id or 'no id'})")
+            else:
+                part = block.partial(len(block.parts))
+                assert part is not None
+                content.append(part)
+        return tuple(content), dropped
+
+    def fail(self, reason: str, stop_reason: StopReason = "error") -> AssistantMessage:
+        """End the reply early, keeping the partial content.
+
+        A tool call whose argument JSON never completed is dropped (inventing arguments
+        would put a call the model never finished into the transcript); the error message
+        names it.
+        """
+        content, dropped = self._partial_content()
+        if dropped:
+            reason = f"{reason}; unfinished tool call(s) dropped: {', '.join(dropped)}"
+        self.final = self.message(content, stop_reason, reason)
+        return self.final
+
+    def finish(self) -> AssistantMessage:
+        """The final message once the stream is over (an error if it never terminated)."""
+        if self.final is not None:
+            return self.final
+        return self.fail("the model stream ended without a Done or Error event")

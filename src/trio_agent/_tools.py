@@ -1,0 +1,85 @@
+"""Tools: what the model can call, and what a call gets and gives back."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from ._messages import Image, Text, ToolCall
+
+__all__ = ["Tool", "ToolContext", "ToolOutput"]
+
+
+@attrs.frozen(kw_only=True)
+class ToolOutput:
+    """What a tool returns. A plain ``str`` return is the same as ``ToolOutput(content=s)``.
+
+    Attributes:
+        content: text, or blocks of text and images, sent back to the model.
+        details: JSON data for the application, not sent to the model.
+        terminate: ask the loop to stop after this batch (it stops only when every
+            result of the batch asks, and nothing is queued).
+    """
+
+    content: str | Sequence[Text | Image]
+    details: Any = None
+    terminate: bool = False
+
+
+@attrs.define(eq=False)
+class ToolContext:
+    """Given to ``Tool.execute``: who is calling, and a way to report progress."""
+
+    call: ToolCall
+    _report: Callable[[Any], Awaitable[None]] = attrs.field(alias="report", repr=False)
+
+    @property
+    def call_id(self) -> str:
+        return self.call.id
+
+    @property
+    def tool_name(self) -> str:
+        return self.call.name
+
+    async def report_progress(self, partial: Any) -> None:
+        """Emit a ``ToolExecutionUpdate`` for this call.
+
+        Backpressured: waits until the update is handed to the event sink. A call made
+        after the tool finished is ignored. This is a checkpoint.
+        """
+        await self._report(partial)
+
+
+Execute = Callable[[ToolCall, Mapping[str, Any], ToolContext], Awaitable["ToolOutput | str"]]
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Tool:
+    """A tool the model may call (compared and hashed by identity).
+
+    Attributes:
+        name: the exact name the model uses.
+        description: told to the model.
+        parameters: a JSON Schema object for the arguments.
+        execute: ``async (call, args, ctx) -> ToolOutput | str``; raising an
+            ``Exception`` makes an error result whose text is the message.
+        label: a human-friendly name for displays.
+        execution_mode: ``"sequential"`` makes every batch this tool is in run one call
+            at a time.
+        prepare_arguments: a shim run on the raw arguments before validation (for
+            example to accept an old argument name).
+        timeout: seconds; overrides ``LoopConfig.tool_timeout`` for this tool.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    execute: Execute = attrs.field(repr=False)
+    label: str | None = None
+    execution_mode: Literal["parallel", "sequential"] = "parallel"
+    prepare_arguments: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = attrs.field(
+        default=None, repr=False
+    )
+    timeout: float | None = None

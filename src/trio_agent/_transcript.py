@@ -1,0 +1,117 @@
+"""Transcript checks: the pairing invariant as a function."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._errors import TranscriptError
+from ._messages import AssistantMessage, Message, ToolResultMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["check_transcript", "transcript_violations"]
+
+
+def transcript_violations(messages: Sequence[Message]) -> list[str]:
+    """Every breach of the pairing invariant in ``messages``, as readable lines.
+
+    The invariant: every tool-call id has exactly one ``ToolResultMessage``, and the
+    results of one assistant message follow it directly, in declaration order.
+    """
+    problems: list[str] = []
+    owner: dict[str, int] = {}  # call id -> index of the assistant message declaring it
+    for i, m in enumerate(messages):
+        if type(m) is AssistantMessage:
+            seen_here: set[str] = set()
+            for call in m.tool_calls:
+                if call.id in seen_here:
+                    problems.append(f"messages[{i}]: duplicate call id {call.id!r} in one message")
+                elif call.id in owner:
+                    problems.append(
+                        f"messages[{i}]: call id {call.id!r} was already declared by "
+                        f"messages[{owner[call.id]}]"
+                    )
+                else:
+                    owner[call.id] = i
+                seen_here.add(call.id)
+
+    answered: dict[str, int] = {}
+    i = 0
+    n = len(messages)
+    while i < n:
+        m = messages[i]
+        if type(m) is ToolResultMessage:
+            # A result not in the block right after an assistant message.
+            _misplaced(problems, i, m, owner, answered)
+            i += 1
+            continue
+        if type(m) is not AssistantMessage or not m.tool_calls:
+            i += 1
+            continue
+        expected: list[str] = []
+        for call in m.tool_calls:
+            if call.id not in expected and owner.get(call.id) == i:
+                expected.append(call.id)
+        j = i + 1
+        got: list[str] = []
+        while j < n and type(messages[j]) is ToolResultMessage:
+            r = messages[j]
+            assert type(r) is ToolResultMessage
+            rid = r.tool_call_id
+            if rid in answered:
+                problems.append(
+                    f"messages[{j}]: second result for call {rid!r} "
+                    f"(first at messages[{answered[rid]}])"
+                )
+            elif rid in expected:
+                answered[rid] = j
+                got.append(rid)
+            else:
+                _misplaced(problems, j, r, owner, answered)
+            j += 1
+        order = [cid for cid in expected if cid in got]
+        if got != order:
+            problems.append(
+                f"messages[{i + 1}..{j - 1}]: results out of declaration order "
+                f"(got {got}, declared {order})"
+            )
+        for cid in expected:
+            if cid not in got and cid not in answered:
+                problems.append(f"messages[{i}]: call {cid!r} has no result after it")
+        i = j
+    return problems
+
+
+def _misplaced(
+    problems: list[str],
+    j: int,
+    r: ToolResultMessage,
+    owner: dict[str, int],
+    answered: dict[str, int],
+) -> None:
+    rid = r.tool_call_id
+    if rid not in owner:
+        problems.append(f"messages[{j}]: result for no call (id {rid!r})")
+    elif rid in answered:
+        problems.append(
+            f"messages[{j}]: second result for call {rid!r} (first at messages[{answered[rid]}])"
+        )
+    else:
+        answered[rid] = j
+        problems.append(
+            f"messages[{j}]: result for call {rid!r} is not directly after its assistant "
+            f"message (messages[{owner[rid]}])"
+        )
+
+
+def check_transcript(messages: Sequence[Message]) -> None:
+    """Raise :class:`TranscriptError` listing every breach of the pairing invariant.
+
+    Checks: a call without a result, two results for one call, a result for no call, a
+    result out of declaration order or not directly after its assistant message, and
+    duplicate call ids.
+    """
+    problems = transcript_violations(messages)
+    if problems:
+        raise TranscriptError(problems)

@@ -1,0 +1,64 @@
+"""The ``trio-agent`` command.
+
+Exit codes: 0 success; 1 the command ran and found a problem (``check``: a transcript
+that does not load or is not paired); 2 bad usage; 130 interrupted by Ctrl-C.
+
+Each sub-command lives in its own ``_cmd_<name>`` module with two functions:
+``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import ModuleType
+
+__all__ = ["main"]
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("trio_agent._cmd_demo", "run an offline scripted session and show it live"),
+}
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(COMMANDS[name][0])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trio-agent",
+        description="A trio-native agent loop runtime.",
+        epilog="exit codes: 0 ok, 1 problem found, 2 bad usage, 130 interrupted",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (_, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        _module(name).add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = _module(args.command).run(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BaseExceptionGroup as group:
+        if group.subgroup(KeyboardInterrupt) is not None:
+            print("interrupted", file=sys.stderr)
+            return 130
+        raise
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""``ScriptedModel``: a model that replays a script, for tests and demos."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, TypeAlias
+
+import attrs
+import trio
+
+from .. import _events as ev
+from .._messages import AssistantMessage, Text, Thinking, ToolCall
+from .._model import ModelRequest
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = ["PausePoint", "Response", "ScriptedModel", "events_for"]
+
+Events: TypeAlias = Sequence[ev.AssistantEvent]
+Response: TypeAlias = (
+    AssistantMessage | Events | Callable[[ModelRequest], "AssistantMessage | Events"]
+)
+
+
+def _chunks(text: str, size: int | None) -> list[str]:
+    if not text:
+        return []
+    if size is None or size >= len(text):
+        return [text]
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def events_for(
+    message: AssistantMessage, *, chunk_size: int | None = None
+) -> list[ev.AssistantEvent]:
+    """The event stream a well-behaved provider would send for ``message``.
+
+    Text and thinking are split into deltas of ``chunk_size`` characters (one delta when
+    None); a tool call's arguments are sent as one JSON fragment. The stream ends with
+    ``Error`` for stop reasons ``error``/``aborted``, else ``Done``.
+    """
+    out: list[ev.AssistantEvent] = [ev.Start()]
+    for i, block in enumerate(message.content):
+        if type(block) is Text:
+            out.append(ev.TextStart(index=i))
+            out.extend(ev.TextDelta(index=i, delta=d) for d in _chunks(block.text, chunk_size))
+            out.append(ev.TextEnd(index=i, text=block.text))
+        elif type(block) is Thinking:
+            out.append(ev.ThinkingStart(index=i))
+            out.extend(
+                ev.ThinkingDelta(index=i, delta=d) for d in _chunks(block.thinking, chunk_size)
+            )
+            out.append(ev.ThinkingEnd(index=i, thinking=block.thinking, signature=block.signature))
+        elif type(block) is ToolCall:
+            out.append(ev.ToolCallStart(index=i, id=block.id, name=block.name))
+            out.append(ev.ToolCallDelta(index=i, delta=json.dumps(dict(block.arguments))))
+            out.append(ev.ToolCallEnd(index=i, tool_call=block))
+    if message.stop_reason in ("error", "aborted"):
+        out.append(ev.Error(message=message))
+    else:
+        out.append(ev.Done(message=message))
+    return out
+
+
+@attrs.define(eq=False)
+class PausePoint:
+    """Where a :class:`ScriptedModel` stream stops until released.
+
+    ``reached`` is set when the stream gets there; :meth:`release` lets it go on.
+    """
+
+    step: int
+    index: int
+    reached: trio.Event = attrs.field(factory=trio.Event)
+    _released: trio.Event = attrs.field(factory=trio.Event, alias="released")
+
+    def release(self) -> None:
+        self._released.set()
+
+    async def wait_released(self) -> None:
+        await self._released.wait()
+
+
+class ScriptedModel:
+    """Replays one response per request, as a stream, and records every request.
+
+    Args:
+        responses: per request, in order: an ``AssistantMessage`` (streamed as a
+            well-behaved provider would, see :func:`events_for`), a raw list of
+            assistant events (sent as is — for malformed streams), or a callable taking
+            the ``ModelRequest`` and returning either.
+        chunk_size: split text into deltas of this many characters.
+
+    Each event is a checkpoint, as with a real stream; no task is started per stream.
+    When the responses run out, the stream ends with an ``Error`` saying so.
+
+    Attributes:
+        requests: every ``ModelRequest`` received, in order.
+    """
+
+    def __init__(
+        self, responses: Iterable[Response] = (), *, chunk_size: int | None = None
+    ) -> None:
+        self._responses = list(responses)
+        self._chunk_size = chunk_size
+        self._cache: dict[int, list[ev.AssistantEvent]] = {}
+        self._pauses: dict[tuple[int, int], PausePoint] = {}
+        self._failures: dict[tuple[int, int], BaseException] = {}
+        self.requests: list[ModelRequest] = []
+        self.open_streams = 0
+
+    def add(self, *responses: Response) -> None:
+        """Append responses to the script."""
+        self._responses.extend(responses)
+
+    def pause_at(self, step: int, index: int) -> PausePoint:
+        """Pause request ``step`` (0-based) before it sends event ``index`` (0-based)."""
+        point = PausePoint(step=step, index=index)
+        self._pauses[(step, index)] = point
+        return point
+
+    def fail_at(self, step: int, index: int, error: BaseException) -> None:
+        """Make request ``step`` raise ``error`` instead of sending event ``index``."""
+        self._failures[(step, index)] = error
+
+    def _events(self, step: int, request: ModelRequest) -> Sequence[ev.AssistantEvent]:
+        if step >= len(self._responses):
+            return [
+                ev.Error(
+                    message=AssistantMessage(
+                        content=(),
+                        stop_reason="error",
+                        error_message=(
+                            f"ScriptedModel has no response left for request {step + 1} "
+                            f"(the script has {len(self._responses)})"
+                        ),
+                    )
+                )
+            ]
+        response = self._responses[step]
+        if callable(response):
+            response = response(request)
+        elif step in self._cache:
+            return self._cache[step]
+        if isinstance(response, AssistantMessage):
+            events = events_for(response, chunk_size=self._chunk_size)
+        else:
+            events = list(response)
+        if not callable(self._responses[step]):
+            self._cache[step] = events
+        return events
+
+    def stream(self, request: ModelRequest) -> _ScriptStream:
+        step = len(self.requests)
+        self.requests.append(request)
+        return _ScriptStream(self, step, self._events(step, request))
+
+
+class _ScriptStream:
+    __slots__ = ("_events", "_i", "_model", "_step")
+
+    def __init__(
+        self, model: ScriptedModel, step: int, events: Sequence[ev.AssistantEvent]
+    ) -> None:
+        self._model = model
+        self._step = step
+        self._events = events
+        self._i = 0
+
+    async def __aenter__(self) -> _ScriptStream:
+        self._model.open_streams += 1
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._model.open_streams -= 1
+
+    def __aiter__(self) -> _ScriptStream:
+        return self
+
+    async def __anext__(self) -> ev.AssistantEvent:
+        i = self._i
+        model = self._model
+        if model._pauses or model._failures:
+            key = (self._step, i)
+            point = model._pauses.get(key)
+            if point is not None:
+                point.reached.set()
+                await point.wait_released()
+            failure = model._failures.get(key)
+            if failure is not None:
+                raise failure
+        if i >= len(self._events):
+            await trio.lowlevel.checkpoint()
+            raise StopAsyncIteration
+        self._i = i + 1
+        await trio.lowlevel.checkpoint()
+        return self._events[i]
