@@ -1,0 +1,122 @@
+"""Small builders shared by the loop tests (tools, replies, event checks)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import trio
+
+from trio_agent import (
+    AgentEvent,
+    AssistantMessage,
+    Context,
+    MessageEnd,
+    Text,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolOutput,
+    UserMessage,
+    check_transcript,
+)
+
+ANY_OBJECT: Mapping[str, Any] = {"type": "object"}
+
+
+def call(id: str, name: str = "probe", **arguments: Any) -> ToolCall:
+    return ToolCall(id=id, name=name, arguments=arguments)
+
+
+def tool_use(*calls: ToolCall, text: str | None = None) -> AssistantMessage:
+    content: tuple[Any, ...] = ((Text(text=text),) if text else ()) + calls
+    return AssistantMessage(content=content, stop_reason="tool_use")
+
+
+def reply(text: str = "done", stop_reason: Any = "stop", *calls: ToolCall) -> AssistantMessage:
+    return AssistantMessage(
+        content=(Text(text=text), *calls),
+        stop_reason=stop_reason,
+        error_message="boom" if stop_reason in ("error", "aborted") else None,
+    )
+
+
+def prompt(text: str = "go") -> list[UserMessage]:
+    return [UserMessage.text(text)]
+
+
+Execute = Callable[[ToolCall, Mapping[str, Any], ToolContext], Awaitable["ToolOutput | str"]]
+
+
+def make_tool(
+    name: str = "probe",
+    execute: Execute | None = None,
+    *,
+    parameters: Mapping[str, Any] = ANY_OBJECT,
+    **kwargs: Any,
+) -> Tool:
+    async def default(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        await trio.lowlevel.checkpoint()
+        return f"{name} ok"
+
+    return Tool(
+        name=name,
+        description=f"the {name} tool",
+        parameters=parameters,
+        execute=execute or default,
+        **kwargs,
+    )
+
+
+def sleeper(name: str, seconds: float, log: list[str] | None = None) -> Tool:
+    """A tool that sleeps ``seconds`` (or ``args['s']``) and logs start/end/finally."""
+
+    async def execute(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        if log is not None:
+            log.append(f"start {call.id}")
+        try:
+            await trio.sleep(float(args.get("s", seconds)))
+            if log is not None:
+                log.append(f"end {call.id}")
+            return f"{call.id} slept"
+        finally:
+            if log is not None:
+                log.append(f"finally {call.id}")
+
+    return make_tool(name, execute)
+
+
+def ctx(*tools: Tool, messages: Sequence[Any] = (), system_prompt: str = "sys") -> Context:
+    return Context(system_prompt=system_prompt, messages=tuple(messages), tools=tools)
+
+
+class Recorder:
+    """An ``on_event`` sink that keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list[AgentEvent] = []
+
+    def __call__(self, event: AgentEvent) -> None:
+        self.events.append(event)
+
+    def types(self) -> list[str]:
+        return [e.type for e in self.events]
+
+    def of(self, cls: type[Any]) -> list[Any]:
+        return [e for e in self.events if isinstance(e, cls)]
+
+
+def assert_paired(messages: Sequence[Any]) -> None:
+    check_transcript(messages)
+
+
+def assert_consistent(result: Any, events: Sequence[AgentEvent]) -> None:
+    """Exactly one AgentEnd, last; MessageEnds equal result.messages; transcript paired."""
+    ends = [e for e in events if e.type == "agent_end"]
+    assert len(ends) == 1, [e.type for e in events]
+    assert events[-1].type == "agent_end"
+    assert tuple(e.message for e in events if isinstance(e, MessageEnd)) == result.messages
+    assert ends[0].reason == result.reason
+    starts = sum(e.type == "turn_start" for e in events)
+    assert starts == sum(e.type == "turn_end" for e in events)
+    check_transcript(result.transcript)
