@@ -227,9 +227,9 @@ def loads(text: str | bytes) -> tuple[Message, ...]:
     try:
         data = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise TranscriptFormatError(f"malformed JSON: {exc}", path="$") from None
+        raise TranscriptFormatError(f"malformed JSON at $: {exc}", path="$") from None
     if not isinstance(data, list):
         raise TranscriptFormatError(
-            f"expected a JSON array of messages, got {type(data).__name__}", path="$"
+            f"expected a JSON array of messages at $, got {type(data).__name__}", path="$"
         )
     return tuple(from_jsonable(item, Message, path=f"$[{i}]") for i, item in enumerate(data))

@@ -1,0 +1,145 @@
+"""Round trips through real JSON text, and clear errors for malformed transcripts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trio_agent import (
+    AgentEnd,
+    AssistantMessage,
+    CustomMessage,
+    Image,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResultMessage,
+    TranscriptFormatError,
+    Usage,
+    UserMessage,
+    dumps,
+    loads,
+)
+from trio_agent._events import AgentEvent
+from trio_agent._serde import event_to_json, from_jsonable
+
+EVERY_KIND = [
+    UserMessage(
+        content=(Text(text="hi"), Image(data="aGk=", mime_type="image/png")), timestamp=1.5
+    ),
+    AssistantMessage(
+        content=(
+            Thinking(thinking="hmm", signature="sig", redacted=False),
+            Thinking(thinking="", signature="opaque", redacted=True),
+            Text(text="calling", signature="t-sig"),
+            ToolCall(id="c1", name="read", arguments={"path": "a", "n": [1, 2.5, None, True]}),
+        ),
+        stop_reason="tool_use",
+        usage=Usage(input_tokens=10, output_tokens=5, cache_read_tokens=3, cache_write_tokens=1),
+        model="m",
+        provider="p",
+        timestamp=2.25,
+    ),
+    AssistantMessage(content=(), stop_reason="error", error_message="overloaded", timestamp=3.0),
+    ToolResultMessage(
+        tool_call_id="c1",
+        tool_name="read",
+        content=(Text(text="ünïcode \u2028 line"),),
+        details={"bytes": 12, "nested": {"ok": True}},
+        is_error=True,
+        timestamp=4.0,
+    ),
+    CustomMessage(kind="note", content=["any", {"json": 1}], details=None, timestamp=5.0),
+]
+
+
+@pytest.mark.parametrize("message", EVERY_KIND, ids=lambda m: m.role)
+def test_each_kind_round_trips_through_json_text(message: object) -> None:
+    text = dumps([message])  # type: ignore[list-item]
+    assert isinstance(json.loads(text), list)
+    assert loads(text) == (message,)
+
+
+def test_a_whole_transcript_round_trips() -> None:
+    assert loads(dumps(EVERY_KIND)) == tuple(EVERY_KIND)
+    assert loads(dumps(EVERY_KIND).encode()) == tuple(EVERY_KIND)
+
+
+def test_wire_tags() -> None:
+    data = json.loads(dumps(EVERY_KIND))
+    assert [d["role"] for d in data] == ["user", "assistant", "assistant", "tool_result", "custom"]
+    assert [b["type"] for b in data[1]["content"]] == ["thinking", "thinking", "text", "tool_call"]
+    assert data[0]["content"][1]["type"] == "image"
+
+
+def test_usage_total() -> None:
+    assert (
+        Usage(input_tokens=1, output_tokens=2, cache_read_tokens=3, cache_write_tokens=4).total
+        == 10
+    )
+    assert Usage().total == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "fragment"),
+    [
+        ("{", "$", "malformed JSON"),
+        ('{"role": "user"}', "$", "expected a JSON array"),
+        ("[1]", "$[0]", "expected a JSON object"),
+        ('[{"role": "robot"}]', "$[0].role", "unknown role 'robot'"),
+        ('[{"content": []}]', "$[0].role", "missing"),
+        (
+            '[{"role":"user","content":[{"type":"nope","text":"x"}],"timestamp":1}]',
+            "$[0].content[0].type",
+            "unknown type 'nope'",
+        ),
+        (
+            '[{"role":"user","content":[{"type":"text"}],"timestamp":1}]',
+            "$[0].content[0].text",
+            "missing",
+        ),
+        (
+            '[{"role":"user","content":[{"type":"text","text":3}],"timestamp":1}]',
+            "$[0].content[0].text",
+            "expected a string",
+        ),
+        (
+            '[{"role":"assistant","content":[],"stop_reason":"bogus","timestamp":1}]',
+            "$[0].stop_reason",
+            "expected one of",
+        ),
+        (
+            '[{"role":"user","content":[],"timestamp":1},'
+            '{"role":"tool_result","tool_call_id":"a","tool_name":"t","content":[],'
+            '"is_error":"false","timestamp":1}]',
+            "$[1].is_error",
+            "expected true or false",
+        ),
+        (
+            '[{"role":"assistant","content":[{"type":"tool_call","id":"a","name":"t",'
+            '"arguments":[1]}],"stop_reason":"stop","timestamp":1}]',
+            "$[0].content[0].arguments",
+            "expected a JSON object",
+        ),
+        (
+            '[{"role":"assistant","content":[{"type":"image","data":"","mime_type":"x"}],'
+            '"stop_reason":"stop","timestamp":1}]',
+            "$[0].content[0].type",
+            "unknown type 'image'",
+        ),
+    ],
+)
+def test_malformed_input_names_the_bad_path(text: str, path: str, fragment: str) -> None:
+    with pytest.raises(TranscriptFormatError) as info:
+        loads(text)
+    assert info.value.path == path
+    assert fragment in str(info.value)
+    assert path in str(info.value)
+
+
+def test_events_serialize_with_their_tags() -> None:
+    end = AgentEnd(reason="stop", messages=tuple(EVERY_KIND))
+    data = json.loads(event_to_json(end))
+    assert data["type"] == "agent_end"
+    assert from_jsonable(data, AgentEvent) == end
