@@ -175,10 +175,12 @@ class _Runner:
             self.aborted = True
             self.abort_reason = reason
         batch = self.batch
-        if grace is not None and grace > 0 and batch is not None:
-            batch.scope.deadline = min(batch.scope.deadline, trio.current_time() + grace)
-            batch.stop_text = _abort_text(reason)
-            return
+        if batch is not None:
+            batch.stop_outcome = "aborted"
+            batch.stop_text = _abort_text(self.abort_reason)
+            if grace is not None and grace > 0:
+                batch.scope.deadline = min(batch.scope.deadline, trio.current_time() + grace)
+                return
         self.scope.cancel()
 
     def interrupt(self) -> bool:
