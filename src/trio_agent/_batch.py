@@ -316,20 +316,19 @@ class Batch:
         if self._running > self._peak:
             self._peak = self._running
         st.start = trio.current_time()
+        timed_out = False
         try:
-            with trio.CancelScope() as timer:
-                if timeout is not None:
-                    timer.deadline = st.start + timeout
-                try:
-                    output = await tool.execute(call, st.args, ctx)
-                    content, details, terminate, is_error = _normalize(output)
-                except Exception as exc:
-                    content = (Text(text=_describe(exc)),)
-                    details, terminate, is_error = None, False, True
+            if timeout is None:
+                # No timer scope: the common case stays cheap.
+                content, details, terminate, is_error = await self._invoke(tool, st, ctx)
+            else:
+                with trio.CancelScope(deadline=st.start + timeout) as timer:
+                    content, details, terminate, is_error = await self._invoke(tool, st, ctx)
+                timed_out = timer.cancelled_caught
         finally:
             self._running -= 1
             st.end = trio.current_time()
-        if timer.cancelled_caught:
+        if timed_out:
             await self._fail(st, f"Tool {call.name} timed out after {timeout:g}s", "timed_out")
             return
         after = self.config.after_tool_call
@@ -367,6 +366,15 @@ class Batch:
             make_result(call, content, is_error=is_error, details=details),
             "error" if is_error else "ok",
         )
+
+    async def _invoke(
+        self, tool: Tool, st: CallState, ctx: ToolContext
+    ) -> tuple[tuple[Text | Image, ...], Any, bool, bool]:
+        """Run ``execute``; an ``Exception`` becomes error content (never a BaseException)."""
+        try:
+            return _normalize(await tool.execute(st.call, st.args, ctx))
+        except Exception as exc:
+            return (Text(text=_describe(exc)),), None, False, True
 
     async def _progress(self, st: CallState, partial: Any) -> None:
         if st.result is not None or not self._has_sink:

@@ -145,6 +145,10 @@ class _Runner:
         self.token = trio.lowlevel.current_trio_token()
 
         self.transcript: list[Message] = list(context.messages)
+        # The transcript without CustomMessages, kept up to date as messages are
+        # appended, so that the default request costs one tuple copy, not a filter pass
+        # over the whole history every turn.
+        self.llm_view: list[Message] = list(_default_convert(self.transcript))
         self.new_messages: list[Message] = []
         self.pending: list[Message] = []
         self.steps = 0
@@ -241,9 +245,14 @@ class _Runner:
 
     # --- state changes (synchronous) ----------------------------------------------------
 
-    def _append(self, message: Message) -> list[ev.AgentEvent]:
+    def _push(self, message: Message) -> None:
         self.transcript.append(message)
         self.new_messages.append(message)
+        if type(message) is not CustomMessage:
+            self.llm_view.append(message)
+
+    def _append(self, message: Message) -> list[ev.AgentEvent]:
+        self._push(message)
         if not self.has_sink:
             return []
         return [ev.MessageStart(message=message), ev.MessageEnd(message=message)]
@@ -264,8 +273,7 @@ class _Runner:
                 message = acc.fail("the run failed while the reply streamed", "error")
             if not self.acc_start_emitted:
                 events.append(ev.MessageStart(message=acc.empty()))
-            self.transcript.append(message)
-            self.new_messages.append(message)
+            self._push(message)
             events.append(ev.MessageEnd(message=message))
             self.turn_message = message
             self.acc = None
@@ -456,6 +464,7 @@ class _Runner:
         if nxt.context is not None:
             self.context = nxt.context
             self.transcript = list(nxt.context.messages)
+            self.llm_view = list(_default_convert(self.transcript))
             self._tool_specs = None
         if nxt.model is not None:
             self.model = nxt.model
@@ -489,14 +498,18 @@ class _Runner:
         for message in pending:
             events.extend(self._append(message))
         await self.emit(*events)
-        messages: Sequence[Message] = self.transcript
-        if config.transform_context is not None:
-            messages = await maybe_await(config.transform_context(tuple(messages)))
-        convert = config.convert_to_llm
-        if convert is not None:
-            messages = await maybe_await(convert(tuple(messages)))
+        messages: Sequence[Message]
+        if config.transform_context is None and config.convert_to_llm is None:
+            messages = self.llm_view
         else:
-            messages = _default_convert(messages)
+            messages = self.transcript
+            if config.transform_context is not None:
+                messages = await maybe_await(config.transform_context(tuple(messages)))
+            convert = config.convert_to_llm
+            if convert is not None:
+                messages = await maybe_await(convert(tuple(messages)))
+            else:
+                messages = _default_convert(messages)
         request = self._request(messages)
         await self._checkpoint_abort()
         self.steps += 1
@@ -570,8 +583,7 @@ class _Runner:
         # The message enters the transcript in the same step as the stream stops being
         # "in flight", so a cancel at any later checkpoint finds it there.
         self.acc = None
-        self.transcript.append(message)
-        self.new_messages.append(message)
+        self._push(message)
         self.turn_message = message
         if has_sink:
             closing: list[ev.AgentEvent] = []
