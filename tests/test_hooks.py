@@ -116,6 +116,7 @@ async def test_replaced_arguments_are_validated_again() -> None:
 
     def before(bc: BeforeToolCallContext) -> BeforeToolCallResult:
         assert bc.args == {"n": 1}
+        assert bc.context.messages[-1] is bc.assistant_message  # the conversation so far
         return BeforeToolCallResult(args={"n": 2} if bc.tool_call.id == "good" else {"n": "x"})
 
     rec = Recorder()

@@ -400,16 +400,19 @@ class _Runner:
         if messages:
             self.pending.extend(messages)
 
+    def _context_now(self) -> Context:
+        return Context(
+            system_prompt=self.context.system_prompt,
+            messages=tuple(self.transcript),
+            tools=self.context.tools,
+        )
+
     def _turn_context(self) -> TurnContext:
         assert self.turn_message is not None
         return TurnContext(
             message=self.turn_message,
             tool_results=tuple(self.turn_results),
-            context=Context(
-                system_prompt=self.context.system_prompt,
-                messages=tuple(self.transcript),
-                tools=self.context.tools,
-            ),
+            context=self._context_now(),
             new_messages=tuple(self.new_messages),
         )
 
@@ -619,10 +622,14 @@ class _Runner:
         await self.emit(*events)
 
     async def _run_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> None:
+        context = self.context
+        if self.config.before_tool_call is not None or self.config.after_tool_call is not None:
+            # The hooks see the conversation as it stands, this reply included.
+            context = self._context_now()
         batch = Batch(
             message=message,
             calls=calls,
-            context=self.context,
+            context=context,
             config=self.config,
             emit=self.emit,
             has_sink=self.has_sink,
