@@ -1,0 +1,338 @@
+"""``workspace(root)``: the file and shell tools a coding agent needs, confined to a folder.
+
+Every tool resolves its paths with :class:`Root` (see ``_paths``) and does its file
+work in one worker thread per call, so the trio loop never waits on the disk. Read-only
+tools (read, ls, find, grep) abandon their thread when cancelled (it has no side effect
+and stops soon after); write and edit wait for their thread, so a cancelled write either
+happened whole or not at all. Writes and edits of one file are serialized by a per-path
+``trio.Lock`` shared by every run using the same tools; different files are written in
+parallel.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any, final
+
+import trio
+
+from .._tools import Tool, ToolOutput
+from ._bash import DEFAULT_TIMEOUT, MAX_OUTPUT_CHARS, MAX_OUTPUT_LINES, run_bash
+from ._files import MAX_LINES, MAX_READ_CHARS, edit_file, list_dir, read_file, write_file
+from ._paths import Root
+from ._search import MAX_FIND_RESULTS, MAX_GREP_MATCHES, SKIP_DIRS, find_paths, grep_files
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable, Mapping
+    from types import TracebackType
+
+    from .._messages import ToolCall
+    from .._tools import ToolContext
+
+__all__ = ["PathLocks", "Workspace", "workspace"]
+
+
+class _Entry:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = trio.Lock()
+        self.users = 0
+
+
+class _Held:
+    __slots__ = ("_entry", "_key", "_locks")
+
+    def __init__(self, locks: PathLocks, key: str) -> None:
+        self._locks = locks
+        self._key = key
+        self._entry: _Entry | None = None
+
+    async def __aenter__(self) -> None:
+        table = self._locks._table
+        entry = table.get(self._key)
+        if entry is None:
+            entry = table[self._key] = _Entry()
+        entry.users += 1
+        self._entry = entry
+        try:
+            await entry.lock.acquire()
+        except BaseException:
+            self._leave()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._entry is not None
+        self._entry.lock.release()
+        self._leave()
+
+    def _leave(self) -> None:
+        assert self._entry is not None
+        self._entry.users -= 1
+        if self._entry.users == 0:
+            del self._locks._table[self._key]
+
+
+@final
+class PathLocks:
+    """One ``trio.Lock`` per path, made on first use and dropped when nobody holds or
+    waits for it (so the table stays small, and no lock outlives one trio run)."""
+
+    def __init__(self) -> None:
+        self._table: dict[str, _Entry] = {}
+
+    def hold(self, path: str) -> _Held:
+        """``async with locks.hold(path):`` — waits (a checkpoint) for the path's lock."""
+        return _Held(self, path)
+
+    def users(self, path: str) -> int:
+        """How many tasks hold or wait for ``path``'s lock."""
+        entry = self._table.get(path)
+        return 0 if entry is None else entry.users
+
+    def __len__(self) -> int:
+        """How many paths have a lock held or waited for."""
+        return len(self._table)
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+_PATH = {"type": "string", "description": "Path relative to the workspace (or absolute inside it)."}
+
+
+@final
+class Workspace:
+    """The state the workspace tools share: the resolved root and the write locks.
+
+    Args:
+        root: the folder the tools work in; it must exist. Symlinks in it are resolved.
+        allow_bash: include the ``bash`` tool.
+
+    Raises:
+        NotADirectoryError: ``root`` is not an existing folder.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, allow_bash: bool = True) -> None:
+        self.root = Root(root)
+        self.allow_bash = allow_bash
+        self.locks = PathLocks()
+
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools, in this order: read, write, edit, ls, find, grep, bash."""
+        tools = [
+            Tool(
+                name="read",
+                label="Read file",
+                description=(
+                    "Read a text file. Lines come numbered (1-based). At most "
+                    f"{MAX_LINES} lines or {MAX_READ_CHARS} characters per call: use offset "
+                    "and limit to read a long file in parts. Binary files are refused."
+                ),
+                parameters=_schema(
+                    {
+                        "path": _PATH,
+                        "offset": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "description": "First line to read (1-based).",
+                        },
+                        "limit": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "description": "How many lines to read at most.",
+                        },
+                    },
+                    ["path"],
+                ),
+                execute=self._read,
+            ),
+            Tool(
+                name="write",
+                label="Write file",
+                description=(
+                    "Create or overwrite a text file with the given content; missing parent "
+                    "folders are created."
+                ),
+                parameters=_schema(
+                    {"path": _PATH, "content": {"type": "string"}}, ["path", "content"]
+                ),
+                execute=self._write,
+            ),
+            Tool(
+                name="edit",
+                label="Edit file",
+                description=(
+                    "Replace one exact piece of text in a file. old must match exactly once, "
+                    "whitespace and line breaks included; include surrounding lines to make "
+                    "it unique."
+                ),
+                parameters=_schema(
+                    {
+                        "path": _PATH,
+                        "old": {"type": "string", "description": "The exact text to replace."},
+                        "new": {"type": "string", "description": "The text to put instead."},
+                    },
+                    ["path", "old", "new"],
+                ),
+                execute=self._edit,
+            ),
+            Tool(
+                name="ls",
+                label="List folder",
+                description=("List a folder's entries, sorted; folders end in /, symlinks in @."),
+                parameters=_schema({"path": {**_PATH, "default": "."}}, []),
+                execute=self._ls,
+            ),
+            Tool(
+                name="find",
+                label="Find files",
+                description=(
+                    "Find paths matching a glob: * and ? within a name, ** across folders; a "
+                    "pattern without / matches names at any depth (*.py). At most "
+                    f"{MAX_FIND_RESULTS} results; skips {', '.join(sorted(SKIP_DIRS))}."
+                ),
+                parameters=_schema(
+                    {
+                        "pattern": {"type": "string", "description": "A glob, like src/**/*.py."},
+                        "path": {**_PATH, "description": "Folder to search (default: all)."},
+                    },
+                    ["pattern"],
+                ),
+                execute=self._find,
+            ),
+            Tool(
+                name="grep",
+                label="Search text",
+                description=(
+                    "Search files for lines matching a Python regular expression; prints "
+                    f"path:line: text. At most {MAX_GREP_MATCHES} matches; binary files and "
+                    "the folders find skips are skipped."
+                ),
+                parameters=_schema(
+                    {
+                        "pattern": {"type": "string", "description": "A regular expression."},
+                        "path": {
+                            **_PATH,
+                            "description": "A file or folder to search (default: all).",
+                        },
+                        "ignore_case": {"type": "boolean", "default": False},
+                    },
+                    ["pattern"],
+                ),
+                execute=self._grep,
+            ),
+        ]
+        if self.allow_bash:
+            tools.append(
+                Tool(
+                    name="bash",
+                    label="Run command",
+                    description=(
+                        "Run a bash command in the workspace folder (stdin is empty). "
+                        "Returns its output (stdout and stderr, the last "
+                        f"{MAX_OUTPUT_LINES} lines or {MAX_OUTPUT_CHARS} characters) and "
+                        "exit code; a non-zero exit is an error. Every process it started "
+                        "is killed when it ends or times out."
+                    ),
+                    parameters=_schema(
+                        {
+                            "command": {"type": "string"},
+                            "timeout": {
+                                "type": "number",
+                                "exclusiveMinimum": 0,
+                                "description": f"Seconds (default {DEFAULT_TIMEOUT:g}).",
+                            },
+                        },
+                        ["command"],
+                    ),
+                    execute=self._bash,
+                )
+            )
+        return tuple(tools)
+
+    # --- executes -----------------------------------------------------------------------
+
+    async def _read_only(
+        self, core: Callable[..., ToolOutput], path: str, *rest: Any
+    ) -> ToolOutput:
+        """Run ``core(real, shown, *rest)`` in a thread, ``real`` being ``path`` resolved.
+
+        Cancel abandons the thread: it has no side effect, and the search cores stop at
+        their next ``check``.
+        """
+
+        def work() -> ToolOutput:
+            return core(self.root.resolve(path), path, *rest)
+
+        return await trio.to_thread.run_sync(work, abandon_on_cancel=True)
+
+    async def _locked_write(
+        self, core: Callable[..., ToolOutput], path: str, *rest: Any
+    ) -> ToolOutput:
+        """Run ``core(real, shown, *rest)`` in a thread, holding ``real``'s write lock.
+
+        The thread is not abandoned on cancel: a write happens whole or not at all.
+        """
+        real = await trio.to_thread.run_sync(self.root.resolve, path, abandon_on_cancel=True)
+        async with self.locks.hold(real):
+            return await trio.to_thread.run_sync(partial(core, real, path, *rest))
+
+    async def _read(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await self._read_only(read_file, args["path"], args.get("offset"), args.get("limit"))
+
+    async def _write(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await self._locked_write(write_file, args["path"], args["content"])
+
+    async def _edit(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await self._locked_write(edit_file, args["path"], args["old"], args["new"])
+
+    async def _ls(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await self._read_only(list_dir, args.get("path") or ".")
+
+    async def _find(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await self._read_only(
+            partial(find_paths, self.root, args["pattern"]),
+            args.get("path") or ".",
+            trio.from_thread.check_cancelled,
+        )
+
+    async def _grep(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await self._read_only(
+            partial(grep_files, self.root, args["pattern"]),
+            args.get("path") or ".",
+            bool(args.get("ignore_case", False)),
+            trio.from_thread.check_cancelled,
+        )
+
+    async def _bash(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        timeout = args.get("timeout")
+        return await run_bash(
+            self.root.path,
+            args["command"],
+            DEFAULT_TIMEOUT if timeout is None else float(timeout),
+            ctx,
+        )
+
+
+def workspace(root: str | os.PathLike[str], *, allow_bash: bool = True) -> tuple[Tool, ...]:
+    """The workspace tools for the folder ``root``: read, write, edit, ls, find, grep and
+    (unless ``allow_bash=False``) bash.
+
+    Every path is resolved, symlinks included, against ``root``; a path that resolves
+    outside is refused with an error result, one that stays inside is allowed (also
+    ``..`` or an absolute path). find and grep never follow a symlink out. Writes to one
+    file are serialized across every run using these tools; different files are written
+    in parallel. A tool's failure is an ``Exception`` whose message is the error result.
+
+    Raises:
+        NotADirectoryError: ``root`` is not an existing folder.
+    """
+    return Workspace(root, allow_bash=allow_bash).tools()
