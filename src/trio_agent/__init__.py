@@ -5,6 +5,7 @@ this module only re-exports the public names. ``trio_agent.testing`` is the publ
 kit, ``trio_agent.providers`` the HTTP models, ``trio_agent.tools`` the workspace tools.
 """
 
+from ._decorator import tool as tool
 from ._errors import AgentBusyError as AgentBusyError
 from ._errors import AgentRunError as AgentRunError
 from ._errors import AgentUsageError as AgentUsageError
@@ -143,4 +144,5 @@ __all__ = [
     "loads",
     "open_agent_loop",
     "run_agent_loop",
+    "tool",
 ]
