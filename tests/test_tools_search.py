@@ -1,0 +1,224 @@
+"""The workspace's find and grep: glob matching, confined walks, caps and messages."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from trio_agent import ToolCall, ToolOutput
+from trio_agent._tools import ToolContext
+from trio_agent.tools import WorkspaceError, _search, workspace
+from trio_agent.tools._search import compile_glob
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from trio_agent import Tool
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    (folder / "src" / "pkg").mkdir(parents=True)
+    (folder / "docs").mkdir()
+    (folder / ".git").mkdir()
+    (folder / "node_modules" / "dep").mkdir(parents=True)
+    (folder / "README.md").write_text("# Demo\nTODO: write docs\n")
+    (folder / "src" / "main.py").write_text("def main():\n    pass  # todo later\n")
+    (folder / "src" / "pkg" / "util.py").write_text("X = 1\n# TODO: more\n")
+    (folder / "docs" / "guide.md").write_text("nothing here\n")
+    (folder / ".git" / "config").write_text("TODO in git\n")
+    (folder / "node_modules" / "dep" / "index.py").write_text("TODO in deps\n")
+    (folder / "logo.bin").write_bytes(b"TODO\x00\x01\x02")
+    return folder
+
+
+@pytest.fixture
+def tools(root: Path) -> dict[str, Tool]:
+    return {t.name: t for t in workspace(root, allow_bash=False)}
+
+
+async def run(tools: dict[str, Tool], name: str, **args: Any) -> ToolOutput:
+    call = ToolCall(id="c1", name=name, arguments=args)
+
+    async def report(partial: object) -> None:
+        pass
+
+    out = await tools[name].execute(call, args, ToolContext(call=call, report=report))
+    assert isinstance(out, ToolOutput)
+    return out
+
+
+def text_of(out: ToolOutput) -> str:
+    assert isinstance(out.content, str)
+    return out.content
+
+
+# --- glob ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("*.py", "main.py", True),
+        ("*.py", "src/pkg/util.py", True),  # no slash: the name, at any depth
+        ("*.py", "src/pkg/util.pyc", False),
+        ("src/*.py", "src/main.py", True),
+        ("src/*.py", "src/pkg/util.py", False),  # * stays within one segment
+        ("src/**/*.py", "src/main.py", True),  # ** matches zero segments
+        ("src/**/*.py", "src/pkg/util.py", True),
+        ("src/**/*.py", "tests/x.py", False),
+        ("**/pkg/*", "src/pkg/util.py", True),
+        ("**/pkg/*", "pkg/util.py", True),
+        ("src/**", "src/pkg/util.py", True),
+        ("src/**", "docs/guide.md", False),
+        ("./src/?ain.py", "src/main.py", True),
+        ("[mu]*.py", "src/pkg/util.py", True),
+        ("[!mu]*.py", "src/pkg/util.py", False),
+        ("docs/guide.md", "docs/guide.md", True),
+        ("docs//guide.md", "docs/guide.md", True),
+        ("README.MD", "README.md", False),  # case-sensitive
+    ],
+)
+def test_glob(pattern: str, path: str, expected: bool) -> None:
+    assert compile_glob(pattern)(path) is expected
+
+
+def test_empty_glob_is_refused() -> None:
+    with pytest.raises(WorkspaceError, match="The pattern is empty"):
+        compile_glob("  ./")
+
+
+# --- find -----------------------------------------------------------------------------
+
+
+async def test_find_lists_sorted_matches_and_skips_bulky_folders(
+    tools: dict[str, Tool],
+) -> None:
+    out = await run(tools, "find", pattern="*.py")
+    assert text_of(out) == "src/main.py\nsrc/pkg/util.py"
+    assert out.details == {
+        "pattern": "*.py",
+        "count": 2,
+        "truncated": False,
+        "escaping_links_skipped": 0,
+    }
+    assert text_of(await run(tools, "find", pattern="**")) == (
+        "README.md\ndocs/\ndocs/guide.md\nlogo.bin\nsrc/\nsrc/main.py\nsrc/pkg/\nsrc/pkg/util.py"
+    )
+
+
+async def test_find_under_a_path(tools: dict[str, Tool]) -> None:
+    assert text_of(await run(tools, "find", pattern="*", path="src/pkg")) == "src/pkg/util.py"
+    assert text_of(await run(tools, "find", pattern="*.md", path="src/..")) == (
+        "README.md\ndocs/guide.md"
+    )
+
+
+async def test_find_without_match_and_errors(tools: dict[str, Tool]) -> None:
+    assert text_of(await run(tools, "find", pattern="*.rs")) == "No path matches *.rs under .."
+    with pytest.raises(WorkspaceError, match=r"^README.md is not a directory"):
+        await run(tools, "find", pattern="*", path="README.md")
+    with pytest.raises(WorkspaceError, match=r"^Refused: \.\./ is outside the workspace"):
+        await run(tools, "find", pattern="*", path="../")
+
+
+async def test_find_never_walks_out_through_a_symlink(root: Path, tools: dict[str, Tool]) -> None:
+    (root / "to_root").symlink_to("/")
+    (root / "chain").symlink_to("to_root")
+    (root / "to_passwd").symlink_to("/etc/passwd")
+    out = await run(tools, "find", pattern="passwd")
+    assert text_of(out) == "No path matches passwd under .."
+    assert out.details["escaping_links_skipped"] == 3
+    with pytest.raises(WorkspaceError, match="goes through a symlink to /etc"):
+        await run(tools, "find", pattern="*", path="to_root/etc")
+
+
+async def test_find_follows_links_inside_once(root: Path, tools: dict[str, Tool]) -> None:
+    (root / "src" / "pkg" / "up").symlink_to("../..")  # a loop back to the root
+    (root / "lib").symlink_to("src/pkg")
+    text = text_of(await run(tools, "find", pattern="util.py"))
+    # The real folder is entered once, through whichever name the walk meets first.
+    assert text == "lib/util.py"
+
+
+async def test_find_caps_results(
+    root: Path, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_search, "MAX_FIND_RESULTS", 3)
+    text = text_of(await run(tools, "find", pattern="**"))
+    assert text.split("\n\n")[0].count("\n") == 2
+    assert text.endswith("[More than 3 matches; showing the first 3.]")
+
+
+async def test_walks_stop_after_too_many_entries(
+    tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_search, "MAX_VISITED", 4)
+    out = await run(tools, "find", pattern="*.py")
+    assert "[The search stopped after looking at 4 entries; narrow the path.]" in text_of(out)
+    assert out.details["truncated"] is True
+
+
+# --- grep -----------------------------------------------------------------------------
+
+
+async def test_grep_lists_matches_with_path_and_line(tools: dict[str, Tool]) -> None:
+    out = await run(tools, "grep", pattern="TODO")
+    assert text_of(out) == "README.md:2: TODO: write docs\nsrc/pkg/util.py:2: # TODO: more"
+    assert out.details["files_searched"] == 4
+    assert out.details["files_skipped"] == 1  # logo.bin: binary
+    out = await run(tools, "grep", pattern="todo", ignore_case=True, path="src")
+    assert text_of(out) == "src/main.py:2:     pass  # todo later\nsrc/pkg/util.py:2: # TODO: more"
+
+
+async def test_grep_one_file_and_anchors(tools: dict[str, Tool]) -> None:
+    assert text_of(await run(tools, "grep", pattern=r"^def \w+", path="src/main.py")) == (
+        "src/main.py:1: def main():"
+    )
+
+
+async def test_grep_messages(tools: dict[str, Tool]) -> None:
+    assert text_of(await run(tools, "grep", pattern="nomatch")) == (
+        "No match for /nomatch/ in . (4 files searched)."
+    )
+    with pytest.raises(WorkspaceError) as info:
+        await run(tools, "grep", pattern="(unclosed")
+    assert str(info.value).startswith("Invalid regular expression '(unclosed': missing ),")
+    with pytest.raises(WorkspaceError, match=r"^nope: no such file or directory\.$"):
+        await run(tools, "grep", pattern="x", path="nope")
+    with pytest.raises(WorkspaceError, match=r"^Refused: /etc is outside the workspace"):
+        await run(tools, "grep", pattern="root", path="/etc")
+
+
+async def test_grep_never_reads_through_a_symlink_out(root: Path, tools: dict[str, Tool]) -> None:
+    (root / "passwd").symlink_to("/etc/passwd")
+    (root / "etc").symlink_to("/etc")
+    out = await run(tools, "grep", pattern="root")
+    assert text_of(out).startswith("No match for /root/")
+    assert out.details["escaping_links_skipped"] == 2
+    with pytest.raises(WorkspaceError, match="goes through a symlink to /etc/passwd"):
+        await run(tools, "grep", pattern="root", path="passwd")
+
+
+async def test_grep_reads_links_inside(root: Path, tools: dict[str, Tool]) -> None:
+    (root / "alias.md").symlink_to("docs/guide.md")
+    assert text_of(await run(tools, "grep", pattern="nothing")) == (
+        "alias.md:1: nothing here\ndocs/guide.md:1: nothing here"
+    )
+
+
+async def test_grep_caps_matches_and_line_length(
+    root: Path, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "many.txt").write_text("hit\n" * 10 + "hit" + "x" * 1000 + "\n")
+    monkeypatch.setattr(_search, "MAX_GREP_MATCHES", 5)
+    out = await run(tools, "grep", pattern="hit", path="many.txt")
+    lines = text_of(out).split("\n")
+    assert lines[:5] == [f"many.txt:{i}: hit" for i in range(1, 6)]
+    assert lines[-1] == "[Stopped at 5 matches; narrow the pattern or the path to see the rest.]"
+    assert out.details["truncated"] is True
+    monkeypatch.setattr(_search, "MAX_GREP_MATCHES", 100)
+    last = text_of(await run(tools, "grep", pattern="hitx")).split("\n")[-1]
+    assert last == "many.txt:11: hit" + "x" * (_search.MAX_GREP_LINE - 3) + " …"
