@@ -1,0 +1,20 @@
+"""HTTP models: OpenAI-compatible chat completions and the Anthropic Messages API.
+
+Both stream server-sent events over one shared ``httpx2`` client per model and
+implement the ``Model`` protocol: ``Start``, block events, then one ``Done`` or
+``Error`` whose message is the truth. Faults (HTTP errors, refused or dropped
+connections, malformed or oversized frames, stalls, a stream cut short) end the reply
+with an ``Error`` that keeps the partial content. Retries (``RetryPolicy``) happen only
+before the first byte of a reply.
+
+Layout: ``_sse`` decodes the event stream, ``_reply`` builds the reply, ``_http`` holds
+the client, retries and the stream task, ``_history`` shapes the transcript, and
+``_openai`` / ``_anthropic`` hold the two wire formats.
+"""
+
+from ._anthropic import Anthropic as Anthropic
+from ._http import HTTPOptions as HTTPOptions
+from ._http import RetryPolicy as RetryPolicy
+from ._openai import OpenAIChat as OpenAIChat
+
+__all__ = ["Anthropic", "HTTPOptions", "OpenAIChat", "RetryPolicy"]

@@ -1,0 +1,616 @@
+"""The HTTP side shared by the providers: one client per model, retries, the stream task.
+
+Theory of operation
+-------------------
+``HTTPModel.stream(request)`` returns ``trio.as_safe_channel(produce)(...)``: the events
+are produced by an async generator running in its own task, handed over through a
+memory channel. :func:`produce` is the whole life of one request:
+
+1. ``Start``; build the request body (a failure is an ``Error``).
+2. :meth:`Session.open` sends it, retrying — with exponential backoff and jitter, or the
+   server's ``Retry-After`` — on connect errors, 408, 429 and 5xx, bounded by
+   :class:`RetryPolicy`. Retries happen only before any byte of the stream arrived: the
+   failed attempts were error responses, never part of a reply. The waits are plain
+   ``trio.sleep`` calls, so a cancel stops them.
+3. The body is decoded (``_sse.SSEDecoder``) and handed to the provider's decoder,
+   which answers with assistant events. The reply succeeds only when the provider's
+   terminal frame arrives (``[DONE]`` / ``message_stop``): a body that ends without it is
+   a connection that died, never a success.
+4. After the terminal frame the rest of the body is drained briefly so the connection
+   goes back to the pool; on any fault it is closed instead. Either way the connection
+   is released *before* the terminal event is yielded, so a consumer that leaves right
+   after ``Done`` leaves nothing behind.
+
+Every fault ends as an ``Error`` event whose message says what happened, with the partial
+content kept. An abort is a cancel: leaving the ``async with`` cancels the task, whose
+``finally`` closes the response under a bounded shield. Closing goes through
+:class:`_Body`, which lets httpx2's chain of async generators finish by an exception
+instead of leaving them suspended for the garbage collector (trio warns about those).
+
+API keys live in a :class:`Secret`: never in a repr, and scrubbed from every error text
+(servers sometimes echo part of a rejected key).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import time
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, Self
+
+import attrs
+import httpx2
+import trio
+
+from .. import _events as ev
+from ._reply import ReplyBuilder, StreamFault
+from ._sse import SSEDecoder, SSEEvent, SSETooLarge
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+    from types import TracebackType
+
+    from .._model import ModelRequest
+
+__all__ = [
+    "HTTPModel",
+    "HTTPOptions",
+    "RetryPolicy",
+    "Secret",
+    "Session",
+    "describe_error",
+    "produce",
+]
+
+# Bounds on clean-up work done while cancelled: closing a socket is immediate, so these
+# only matter if something is badly wrong.
+_CLOSE_GRACE = 5.0
+# After the terminal frame, how long to wait for the end of the body so the connection
+# can be reused (the end normally comes in the same packet).
+_DRAIN_GRACE = 1.0
+_DRAIN_LIMIT = 64 * 1024
+_RETRY_STATUSES = frozenset({408, 409, 429})
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """When and how long to wait before sending a failed request again.
+
+    A request is retried on a connect error or a 408, 409, 429 or 5xx response — never
+    after a byte of the reply arrived. The n-th retry (0-based) waits the server's
+    ``Retry-After`` (or ``retry-after-ms``) if it is between 0 and ``max_retry_after``
+    seconds, else ``min(max_delay, initial_delay * 2**n)`` scaled by a random factor in
+    [0.5, 1] (jitter spreads out clients that failed together).
+
+    Attributes:
+        max_retries: retries after the first attempt (0 disables retrying).
+        initial_delay: seconds before the first retry, before jitter.
+        max_delay: the cap of the exponential delay, in seconds.
+        max_retry_after: the longest ``Retry-After`` honoured, in seconds.
+    """
+
+    max_retries: int = 3
+    initial_delay: float = 0.5
+    max_delay: float = 8.0
+    max_retry_after: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based)."""
+        if retry_after is not None and 0 <= retry_after <= self.max_retry_after:
+            return retry_after
+        base = min(self.max_delay, self.initial_delay * 2.0**attempt)
+        return base * random.uniform(0.5, 1.0)
+
+
+@attrs.frozen(kw_only=True)
+class HTTPOptions:
+    """Connection settings of a provider model (one HTTP client per model).
+
+    Attributes:
+        connect_timeout: seconds to open a connection.
+        idle_timeout: the longest silence accepted while waiting for the response or
+            between two chunks of the stream; then the reply ends with an ``Error``.
+        write_timeout: seconds to send a piece of the request.
+        max_connections: connections open at once; further requests wait for a free
+            one (without a time limit; they can be cancelled).
+        max_keepalive_connections: idle connections kept for reuse.
+        keepalive_expiry: seconds an idle connection is kept.
+        max_event_bytes: the largest server-sent event accepted.
+        max_error_bytes: how much of an error response's body is read for its message.
+        retry: the :class:`RetryPolicy`.
+        trust_env: honour proxy and certificate settings from the environment.
+    """
+
+    connect_timeout: float = 10.0
+    idle_timeout: float = 300.0
+    write_timeout: float = 60.0
+    max_connections: int = 32
+    max_keepalive_connections: int = 8
+    keepalive_expiry: float = 30.0
+    max_event_bytes: int = 4 * 1024 * 1024
+    max_error_bytes: int = 64 * 1024
+    retry: RetryPolicy = attrs.field(factory=RetryPolicy)
+    trust_env: bool = True
+
+
+class Secret:
+    """An API key that never shows up in a repr, a log or an error message."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None) -> None:
+        self._value = value or None
+
+    def __repr__(self) -> str:
+        return "Secret(<set>)" if self._value else "Secret(<unset>)"
+
+    def __bool__(self) -> bool:
+        return self._value is not None
+
+    def reveal(self) -> str:
+        """The key itself, for a request header. Raises ValueError if unset."""
+        if self._value is None:
+            raise ValueError("no API key is set")
+        return self._value
+
+    def redact(self, text: str) -> str:
+        """``text`` with the key (or a long piece of it) replaced by ``[redacted]``."""
+        key = self._value
+        if not key:
+            return text
+        text = text.replace(key, "[redacted]")
+        # Servers echo keys partly masked (first and last characters): hide any run of
+        # 12+ characters taken from the key, too.
+        if len(key) >= 24:
+            for size in (len(key) // 2, 12):
+                for i in range(0, len(key) - size + 1):
+                    piece = key[i : i + size]
+                    if piece in text:
+                        text = text.replace(piece, "[redacted]")
+        return text
+
+
+def describe_error(payload: Any) -> str | None:
+    """The human part of an API's error object (OpenAI, Anthropic, vLLM, Ollama shapes).
+
+    Returns ``"<type>: <message>"`` (or just the message), None if there is none.
+    """
+    if not isinstance(payload, Mapping):
+        return None
+    error: Any = payload.get("error", payload)
+    if isinstance(error, str):
+        return error
+    if not isinstance(error, Mapping):
+        return None
+    message = error.get("message")
+    kind = error.get("type") or error.get("code")
+    if isinstance(message, Mapping | list):
+        message = json.dumps(message)
+    if not message:
+        return str(kind) if kind else None
+    return f"{kind}: {message}" if kind and isinstance(kind, str) else str(message)
+
+
+def _error_text(body: bytes) -> str:
+    text = body.decode("utf-8", errors="replace")
+    try:
+        described = describe_error(json.loads(text))
+    except ValueError:
+        described = None
+    if described:
+        return described
+    text = " ".join(text.split())
+    if not text:
+        return "(empty body)"
+    return text if len(text) <= 500 else text[:500] + "…"
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
+    """The server's requested wait in seconds, from ``retry-after-ms`` or ``Retry-After``."""
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return float(value) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _describe_exception(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _Body:
+    """A streamed response body: chunks, a bounded drain, and a clean close."""
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self._response = response
+        self._chunks = response.aiter_bytes()
+
+    async def read(self) -> bytes | None:
+        """The next chunk, None at the end. Raises httpx2 errors."""
+        try:
+            return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+
+    async def read_limited(self, limit: int) -> bytes:
+        """Up to ``limit`` bytes of the body (errors end the read early)."""
+        parts: list[bytes] = []
+        size = 0
+        try:
+            while size < limit:
+                chunk = await self.read()
+                if chunk is None:
+                    break
+                parts.append(chunk)
+                size += len(chunk)
+        except httpx2.HTTPError:
+            pass
+        return b"".join(parts)[:limit]
+
+    async def drain(self) -> None:
+        """Read what is left (briefly, and bounded) so the connection can be reused."""
+        with trio.move_on_after(_DRAIN_GRACE):
+            size = 0
+            try:
+                while size <= _DRAIN_LIMIT:
+                    chunk = await self.read()
+                    if chunk is None:
+                        return
+                    size += len(chunk)
+            except httpx2.HTTPError:
+                pass
+
+    async def close(self) -> None:
+        """Release the connection. Never raises; safe to call when cancelled.
+
+        Closing the response closes the connection (or returns it to the pool if the
+        body was read to its end). Then the chunk iterator is resumed once: its next
+        read fails on the closed stream, and that exception finishes every generator of
+        httpx2's chain (``aclose()`` would leave the innermost ones suspended).
+        """
+        with trio.move_on_after(_CLOSE_GRACE, shield=True):
+            try:
+                await self._response.aclose()
+            except httpx2.HTTPError:
+                pass
+            for _ in range(16):
+                try:
+                    await self._chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception:
+                    break
+
+
+class Session:
+    """One model's HTTP client (created on first use) and its request policy.
+
+    Args:
+        base_url: the API's base URL; request paths are appended to it.
+        options: timeouts, pool limits, retries.
+        secret: the API key (may be unset).
+        key_hint: how to set the key, for the message of a 401/403 without one.
+    """
+
+    def __init__(
+        self, *, base_url: str, options: HTTPOptions, secret: Secret, key_hint: str
+    ) -> None:
+        url = httpx2.URL(base_url)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        # For messages: never show credentials embedded in the URL.
+        self._shown_url = str(url.copy_with(username=None, password=None)).rstrip("/")
+        self.options = options
+        self.secret = secret
+        self._key_hint = key_hint
+        self._client: httpx2.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx2.AsyncClient:
+        """The shared client, created on first use (no checkpoint)."""
+        if self._client is None:
+            o = self.options
+            self._client = httpx2.AsyncClient(
+                timeout=httpx2.Timeout(
+                    connect=o.connect_timeout,
+                    read=o.idle_timeout,
+                    write=o.write_timeout,
+                    pool=None,
+                ),
+                limits=httpx2.Limits(
+                    max_connections=o.max_connections,
+                    max_keepalive_connections=o.max_keepalive_connections,
+                    keepalive_expiry=o.keepalive_expiry,
+                ),
+                trust_env=o.trust_env,
+                follow_redirects=False,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client and its connections (a later request opens a new one)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    def redact(self, text: str) -> str:
+        return self.secret.redact(text)
+
+    async def open(
+        self, path: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[httpx2.Response, _Body]:
+        """Send the request and return the streaming response (status 2xx, event stream).
+
+        Retries as :class:`RetryPolicy` says. Cancelling stops it at any point (the
+        connection is released by httpx2's pool).
+
+        Raises:
+            StreamFault: the request failed for good; the message says why.
+        """
+        client = self.client
+        retry = self.options.retry
+        url = self.base_url + path
+        shown = self._shown_url + path
+        attempt = 0
+        while True:
+            request = client.build_request("POST", url, content=body, headers=headers)
+            try:
+                response = await client.send(request, stream=True)
+            except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+                problem = f"cannot connect to {shown}: {_describe_exception(exc)}"
+                wait = retry.delay(attempt)
+            except httpx2.TimeoutException as exc:
+                raise StreamFault(
+                    f"no response from {shown} within {self.options.idle_timeout:g}s "
+                    f"(idle_timeout): {_describe_exception(exc)}"
+                ) from None
+            except httpx2.HTTPError as exc:
+                raise StreamFault(
+                    f"the request to {shown} failed: {_describe_exception(exc)}"
+                ) from None
+            else:
+                status = response.status_code
+                content_type = response.headers.get("content-type", "")
+                if 200 <= status < 300 and content_type.partition(";")[0].strip().lower() == (
+                    "text/event-stream"
+                ):
+                    return response, _Body(response)
+                reader = _Body(response)
+                try:
+                    raw = await reader.read_limited(self.options.max_error_bytes)
+                finally:
+                    await reader.close()  # noqa: ASYNC102 - close() shields itself, bounded
+                if 200 <= status < 300:
+                    raise StreamFault(
+                        f"{shown} answered {status} with {content_type or 'no content type'}"
+                        f" instead of an event stream (text/event-stream): {_error_text(raw)}"
+                    )
+                problem = f"HTTP {status} {response.reason_phrase} from {shown}: {_error_text(raw)}"
+                if status in (401, 403) and not self.secret:
+                    problem += f" (no API key is set: {self._key_hint})"
+                if status not in _RETRY_STATUSES and status < 500:
+                    raise StreamFault(problem)
+                wait = retry.delay(attempt, _retry_after(response.headers))
+            if attempt >= retry.max_retries:
+                if attempt:
+                    problem += f" (gave up after {attempt} retr{'y' if attempt == 1 else 'ies'})"
+                raise StreamFault(problem)
+            attempt += 1
+            await trio.sleep(wait)
+
+
+class Decoder(Protocol):
+    """A provider's stream decoder (sans-IO)."""
+
+    builder: ReplyBuilder
+    finished: bool
+    """True once the provider's terminal frame arrived."""
+    terminator: str
+    """How the terminal frame is named in messages (``data: [DONE]``)."""
+
+    def feed(self, event: SSEEvent) -> list[ev.AssistantEvent]:
+        """Events for one server-sent event. Raises StreamFault."""
+        ...
+
+    def finish(self) -> ev.Done | ev.Error:
+        """The terminal event once ``finished``."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class Prepared:
+    """One request, ready to send: where, with which headers, and how to decode it."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+    decoder: Decoder
+
+
+def _read_fault(exc: httpx2.HTTPError, idle: float) -> str:
+    if isinstance(exc, httpx2.ReadTimeout):
+        return f"the stream stalled: no data for {idle:g}s (idle_timeout)"
+    if isinstance(exc, httpx2.NetworkError | httpx2.RemoteProtocolError):
+        return f"the connection was lost mid-stream: {_describe_exception(exc)}"
+    return f"reading the stream failed: {_describe_exception(exc)}"
+
+
+async def produce(
+    session: Session,
+    prepare: Callable[[], Prepared],
+    builder: ReplyBuilder,
+) -> AsyncGenerator[ev.AssistantEvent, None]:
+    """The events of one reply (see the module docstring). Run via ``as_safe_channel``."""
+    yield ev.Start()
+    try:
+        prepared = prepare()
+    except Exception as exc:
+        yield builder.fail(f"cannot build the request: {_describe_exception(exc)}")
+        return
+    decoder = prepared.decoder
+    try:
+        _, body = await session.open(prepared.path, prepared.headers, prepared.body)
+    except StreamFault as fault:
+        yield builder.fail(session.redact(str(fault)))
+        return
+    sse = SSEDecoder(max_event_bytes=session.options.max_event_bytes)
+    final: ev.Done | ev.Error
+    try:
+        try:
+            while True:
+                chunk = await body.read()
+                if chunk is None:
+                    raise StreamFault(
+                        f"the stream ended before {decoder.terminator} "
+                        "(the server or a proxy closed it early; the reply is incomplete)"
+                    )
+                for item in sse.feed(chunk):
+                    for event in decoder.feed(item):
+                        yield event
+                    if decoder.finished:
+                        break
+                if decoder.finished:
+                    break
+            await body.drain()
+            final = decoder.finish()
+        except StreamFault as fault:
+            final = builder.fail(session.redact(str(fault)))
+        except SSETooLarge as exc:
+            final = builder.fail(str(exc))
+        except httpx2.HTTPError as exc:
+            final = builder.fail(session.redact(_read_fault(exc, session.options.idle_timeout)))
+        except Exception as exc:
+            final = builder.fail(
+                session.redact(f"decoding the stream failed: {_describe_exception(exc)}")
+            )
+    finally:
+        await body.close()  # noqa: ASYNC102 - close() shields itself, bounded
+    yield final
+
+
+_safe_produce = trio.as_safe_channel(produce)
+
+
+class HTTPModel:
+    """Shared behaviour of the HTTP models: key and client, ``stream``, the repr.
+
+    Args:
+        model: the default model name.
+        provider: recorded in each ``AssistantMessage.provider``.
+        base_url: the API root.
+        api_key: the key; None reads the environment variable ``key_env``.
+        key_env: where the key comes from by default.
+        headers: extra request headers.
+        http: timeouts, pool limits and retries.
+
+    Subclasses define ``_path``, :meth:`request_body`, :meth:`_auth_headers` and
+    :meth:`_decoder`.
+    """
+
+    _path: str
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        provider: str,
+        base_url: str,
+        api_key: str | None,
+        key_env: str,
+        headers: Mapping[str, str] | None,
+        http: HTTPOptions | None,
+    ) -> None:
+        self.model = model
+        self.provider = provider
+        self._session = Session(
+            base_url=base_url,
+            options=http if http is not None else HTTPOptions(),
+            secret=Secret(api_key if api_key is not None else os.environ.get(key_env)),
+            key_hint=f"pass api_key= or set {key_env}",
+        )
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            **(headers or {}),
+        }
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body sent for ``request`` (no I/O)."""
+        raise NotImplementedError
+
+    def _auth_headers(self, key: str) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _decoder(self, builder: ReplyBuilder) -> Decoder:
+        raise NotImplementedError
+
+    def _prepare(self, request: ModelRequest, builder: ReplyBuilder) -> Prepared:
+        headers = dict(self._headers)
+        if self._session.secret:
+            headers.update(self._auth_headers(self._session.secret.reveal()))
+        # Lone surrogates (from bad input) cannot be encoded: send U+FFFD instead.
+        body = json.dumps(self.request_body(request), ensure_ascii=False)
+        return Prepared(
+            path=self._path,
+            headers=headers,
+            body=body.encode("utf-8", errors="replace"),
+            decoder=self._decoder(builder),
+        )
+
+    def stream(
+        self, request: ModelRequest
+    ) -> AbstractAsyncContextManager[AsyncIterable[ev.AssistantEvent]]:
+        """Stream one reply (the ``Model`` protocol).
+
+        Returns an async context manager whose value is a receive channel of assistant
+        events: ``Start``, block events, then one ``Done`` or ``Error``. Nothing is sent
+        until the first event is asked for. Leaving the ``async with`` cancels the
+        request and closes its connection. Faults never raise: they end the stream
+        with an ``Error`` (stop reason ``error``) keeping the partial content.
+        """
+        builder = ReplyBuilder(model=request.options.model or self.model, provider=self.provider)
+        return _safe_produce(self._session, lambda: self._prepare(request, builder), builder)
+
+    @property
+    def options(self) -> HTTPOptions:
+        return self._session.options
+
+    async def aclose(self) -> None:
+        """Close the model's HTTP client and its connections. A checkpoint."""
+        await self._session.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        key = "<set>" if self._session.secret else "<unset>"
+        return (
+            f"{type(self).__name__}(model={self.model!r}, "
+            f"base_url={self._session.base_url!r}, api_key={key})"
+        )
