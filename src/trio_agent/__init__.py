@@ -48,6 +48,10 @@ from ._hooks import Context as Context
 from ._hooks import LoopConfig as LoopConfig
 from ._hooks import NextTurn as NextTurn
 from ._hooks import TurnContext as TurnContext
+from ._jsonl import JsonlTranscript as JsonlTranscript
+from ._jsonl import LoadedTranscript as LoadedTranscript
+from ._jsonl import load_transcript as load_transcript
+from ._jsonl import write_transcript as write_transcript
 from ._loop import AgentRun as AgentRun
 from ._loop import AgentRunResult as AgentRunResult
 from ._loop import open_agent_loop as open_agent_loop
@@ -74,6 +78,7 @@ from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolOutput as ToolOutput
 from ._transcript import check_transcript as check_transcript
+from ._transcript import repair as repair
 
 __all__ = [
     "AfterToolCallContext",
@@ -98,6 +103,8 @@ __all__ = [
     "EndReason",
     "Error",
     "Image",
+    "JsonlTranscript",
+    "LoadedTranscript",
     "LoopConfig",
     "Message",
     "MessageEnd",
@@ -141,8 +148,11 @@ __all__ = [
     "UserMessage",
     "check_transcript",
     "dumps",
+    "load_transcript",
     "loads",
     "open_agent_loop",
+    "repair",
     "run_agent_loop",
     "tool",
+    "write_transcript",
 ]

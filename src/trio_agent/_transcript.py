@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from ._errors import TranscriptError
-from ._messages import AssistantMessage, Message, ToolResultMessage
+from ._messages import AssistantMessage, Message, Text, ToolCall, ToolResultMessage
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["check_transcript", "transcript_violations"]
+__all__ = ["check_transcript", "repair", "transcript_violations"]
 
 
 def transcript_violations(messages: Sequence[Message]) -> list[str]:
@@ -115,3 +116,75 @@ def check_transcript(messages: Sequence[Message]) -> None:
     problems = transcript_violations(messages)
     if problems:
         raise TranscriptError(problems)
+
+
+RECOVERED_TEXT = "Tool call aborted: the run stopped before this call had a result."
+
+
+def _recovered_result(call: ToolCall, timestamp: float) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=(Text(text=RECOVERED_TEXT),),
+        details={
+            "outcome": "aborted",
+            "recovered": True,
+            "note": "added on recovery: the transcript had no result for this call",
+        },
+        is_error=True,
+        timestamp=timestamp,
+    )
+
+
+def repair(messages: Sequence[Message], *, timestamp: float | None = None) -> tuple[Message, ...]:
+    """Give every tool call that has no result an ``aborted`` result, so a run can resume.
+
+    Meant for a transcript cut short by a crash (see :func:`load_transcript`): the calls
+    of the last assistant message, or some of them, have no result yet. Each call id
+    with no ``ToolResultMessage`` anywhere gets one — ``is_error=True``, an "aborted"
+    text, and ``details`` saying it was added on recovery — placed in the block of
+    results right after its assistant message, in declaration order among the results
+    already there. Nothing else is changed: other breaches of the pairing invariant (a
+    result in the wrong place, a second result, duplicate call ids) stay, and
+    :func:`transcript_violations` still lists them. A paired transcript comes back equal.
+
+    Args:
+        messages: the transcript.
+        timestamp: of the added results (default: now).
+
+    Returns:
+        The repaired transcript. When it ended in an assistant message with tool calls, it
+        now ends in their results, so ``run_agent_loop([], Context(messages=...), model)``
+        can continue it.
+    """
+    answered = {m.tool_call_id for m in messages if type(m) is ToolResultMessage}
+    stamp = time.time() if timestamp is None else timestamp
+    out: list[Message] = []
+    i, n = 0, len(messages)
+    while i < n:
+        m = messages[i]
+        out.append(m)
+        i += 1
+        if type(m) is not AssistantMessage:
+            continue
+        declared: dict[str, ToolCall] = {}
+        for call in m.tool_calls:
+            declared.setdefault(call.id, call)
+        missing = [c for cid, c in declared.items() if cid not in answered]
+        if not missing:
+            continue
+        answered.update(c.id for c in missing)  # a later message re-declaring an id: once
+        order = {cid: k for k, cid in enumerate(declared)}
+        # Merge the missing results into the block that follows, by declaration order.
+        nxt = 0
+        while i < n and type(messages[i]) is ToolResultMessage:
+            r = messages[i]
+            assert type(r) is ToolResultMessage
+            k = order.get(r.tool_call_id)
+            while k is not None and nxt < len(missing) and order[missing[nxt].id] < k:
+                out.append(_recovered_result(missing[nxt], stamp))
+                nxt += 1
+            out.append(r)
+            i += 1
+        out.extend(_recovered_result(c, stamp) for c in missing[nxt:])
+    return tuple(out)

@@ -23,6 +23,7 @@ __all__ = ["main"]
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("trio_agent._cmd_demo", "run an offline scripted session and show it live"),
+    "check": ("trio_agent._cmd_check", "check (and repair) a JSONL transcript"),
 }
 
 

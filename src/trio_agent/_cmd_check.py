@@ -1,0 +1,100 @@
+"""``trio-agent check FILE``: does a JSONL transcript load whole and keep the pairing
+invariant? ``--repair OUT`` writes a copy that a run can resume from.
+
+Exit codes: 0 the transcript loads whole and is paired (with ``--repair``: the copy
+written is paired); 1 a torn last line, a breach of the invariant, a file that does not
+load, or a file that cannot be read or written.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import TYPE_CHECKING
+
+from ._errors import TranscriptFormatError
+from ._jsonl import load_transcript, write_transcript
+from ._transcript import repair, transcript_violations
+
+if TYPE_CHECKING:
+    import argparse
+
+# transcript_violations names messages by index: ``messages[3]``, ``messages[4..6]``.
+_REF = re.compile(r"messages\[(\d+)(?:\.\.(\d+))?\]")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a JSONL transcript (JsonlTranscript)")
+    parser.add_argument(
+        "--repair",
+        metavar="OUT",
+        help="write a repaired copy to OUT: the torn last line dropped, every tool call "
+        "without a result given an aborted one (OUT may be FILE: replaced atomically)",
+    )
+
+
+def _line_ref(match: re.Match[str]) -> str:
+    first = int(match.group(1)) + 2  # messages[0] is on line 2, after the header
+    if match.group(2) is None:
+        return f"line {first}"
+    return f"lines {first}-{int(match.group(2)) + 2}"
+
+
+def describe(violation: str, file: str) -> str:
+    """One violation as ``FILE:LINE: text``, message indexes turned into line numbers."""
+    lead = _REF.match(violation)
+    if lead is not None and lead.group(2) is None and violation[lead.end() :].startswith(": "):
+        line = int(lead.group(1)) + 2
+        rest = violation[lead.end() + 2 :]
+    else:
+        line = int(lead.group(1)) + 2 if lead is not None else 1
+        rest = violation
+    return f"{file}:{line}: {_REF.sub(_line_ref, rest)}"
+
+
+def run(args: argparse.Namespace) -> int:
+    file: str = args.file
+    try:
+        loaded = load_transcript(file)
+    except TranscriptFormatError as exc:
+        print(f"{exc}", file=sys.stderr)
+        print(f"{file}: does not load", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"{file}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+
+    problems = 0
+    if loaded.torn_line is not None:
+        problems += 1
+        print(
+            f"{file}:{loaded.torn_line}: torn last line dropped (a crash while it was "
+            f"written?): {loaded.torn_reason}"
+        )
+    messages = loaded.messages
+    if args.repair is not None:
+        repaired = repair(messages)
+        added = len(repaired) - len(messages)
+        try:
+            write_transcript(args.repair, repaired)
+        except OSError as exc:
+            print(f"{args.repair}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        remaining = transcript_violations(repaired)
+        for v in remaining:
+            print(describe(v, args.repair))
+        print(
+            f"{args.repair}: wrote {len(repaired)} messages ({added} aborted "
+            f"result{'s' if added != 1 else ''} added"
+            f"{', torn line dropped' if loaded.torn_line is not None else ''})"
+            + (f"; {len(remaining)} problem(s) repair cannot fix" if remaining else "; paired")
+        )
+        return 1 if remaining else 0
+
+    violations = transcript_violations(messages)
+    for v in violations:
+        print(describe(v, file))
+    problems += len(violations)
+    status = "ok" if not problems else f"{problems} problem{'s' if problems != 1 else ''}"
+    print(f"{file}: {len(messages)} messages, {status}")
+    return 0 if not problems else 1

@@ -1,0 +1,533 @@
+"""JSONL transcripts on disk: written as a run goes, read back after a crash.
+
+File format, version 1 (UTF-8, one JSON object per line, each line ends with ``\\n``)::
+
+    {"format":"trio-agent-transcript","version":1}       line 1: the header
+    {"role":"user","content":[...],"timestamp":...}       then one line per finished
+    {"role":"assistant","content":[...],...}              message, in transcript order
+
+Crash model. :class:`JsonlTranscript` writes each message with a single ``write`` to an
+unbuffered file opened for appending, so once its sink has returned the line is in the
+operating system: a process killed at any instant (SIGKILL included) loses no message
+whose ``MessageEnd`` had been written. ``fsync`` (the default: after every line) also
+makes the line survive a machine crash or power loss. The worst a crash can leave is one
+*torn* last line; :func:`load_transcript` drops and reports it, and opening the file
+again for appending cuts it off.
+
+Resuming a run after a crash::
+
+    loaded = load_transcript(path)          # torn tail dropped, reported as loaded.torn_line
+    messages = repair(loaded.messages)      # every unanswered call gets an aborted result
+    write_transcript(path, messages)        # atomic rewrite, so the file matches
+    async with JsonlTranscript(path) as transcript:
+        await run_agent_loop([], Context(messages=messages, tools=tools), model,
+                             on_event=transcript)
+
+(``load_transcript`` and ``write_transcript`` block: inside trio, call them through
+``trio.to_thread.run_sync``.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal, final
+
+import attrs
+import trio
+
+from . import _events as ev
+from ._errors import AgentUsageError, TranscriptFormatError
+from ._messages import Message
+from ._serde import from_jsonable, message_to_json
+
+if sys.platform != "win32":
+    import fcntl
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from types import TracebackType
+
+__all__ = ["JsonlTranscript", "LoadedTranscript", "load_transcript", "write_transcript"]
+
+FORMAT: Final = "trio-agent-transcript"
+VERSION: Final = 1
+HEADER_LINE: Final = (
+    json.dumps({"format": FORMAT, "version": VERSION}, separators=(",", ":")) + "\n"
+).encode()
+
+FsyncMode = bool | Literal["turn"]
+
+# How far back to look for the start of the last line at a time, when reopening a file.
+_CHUNK = 1 << 16
+
+
+class _Unreadable(Exception):
+    """A line that is not UTF-8 JSON text: torn when it is the last line."""
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Unreadable(
+            f"not UTF-8 text ({exc.reason}: byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+        ) from None
+    if not text.strip():
+        raise _Unreadable("blank line")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        col = f" (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise _Unreadable(f"malformed JSON: {msg}{col}") from None
+
+
+def _bad_header(where: str, what: str) -> TranscriptFormatError:
+    return TranscriptFormatError(
+        f"{where}:1: {what}; a trio-agent transcript starts with the line "
+        f"{HEADER_LINE.decode().strip()}",
+        line=1,
+    )
+
+
+def _parse_header(raw: bytes, where: str) -> int:
+    """The version of a header line; raises :class:`TranscriptFormatError` on line 1."""
+    try:
+        data = _decode(raw)
+    except _Unreadable as exc:
+        raise _bad_header(where, f"no transcript header ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise _bad_header(where, "no transcript header (not a trio-agent transcript)")
+    version = data.get("version")
+    if type(version) is not int:
+        raise _bad_header(where, f"the header has no integer version (got {version!r})")
+    if version != VERSION:
+        raise TranscriptFormatError(
+            f"{where}:1: transcript format version {version} is not supported "
+            f"(this trio-agent reads version {VERSION}; upgrade trio-agent to read it)",
+            path="$.version",
+            line=1,
+        )
+    return version
+
+
+def _parse_message(data: Any, where: str, line: int | None) -> Message:
+    try:
+        message: Message = from_jsonable(data, Message)
+    except TranscriptFormatError as exc:
+        at = f"{where}:{line}" if line is not None else f"{where}, last line"
+        raise TranscriptFormatError(f"{at}: {exc}", path=exc.path, line=line) from None
+    return message
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class LoadedTranscript:
+    """What :func:`load_transcript` read.
+
+    Attributes:
+        messages: every whole message, in file order.
+        version: the format version of the header.
+        torn_line: the 1-based line number of a torn last line that was dropped (a crash
+            happened while it was written), else None.
+        torn_reason: why that line could not be read.
+    """
+
+    messages: tuple[Message, ...]
+    version: int = VERSION
+    torn_line: int | None = None
+    torn_reason: str | None = None
+
+    @property
+    def whole(self) -> bool:
+        """True when nothing was dropped."""
+        return self.torn_line is None
+
+    @staticmethod
+    def line_of(index: int) -> int:
+        """The file line of ``messages[index]`` (the header is line 1)."""
+        return index + 2
+
+
+def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
+    """Read a JSONL transcript written by :class:`JsonlTranscript`. Blocks (file I/O).
+
+    Lines are numbered from 1, the header being line 1. The last line is kept when it
+    reads as a message, with or without its final newline; when it is not UTF-8 JSON
+    text it is *torn* (a crash cut it): it is dropped and reported in
+    :attr:`LoadedTranscript.torn_line`.
+
+    Raises:
+        TranscriptFormatError: an empty file, a missing or unknown header or version, or
+            a bad line anywhere but at the end (not UTF-8, malformed JSON, a blank line,
+            or JSON that is not a message — also as the last line, since a crash cannot
+            produce well-formed JSON). ``.line`` is the line number and ``.path`` the
+            field path inside that line (like ``$.content[0].type``).
+        OSError: the file cannot be read.
+    """
+    where = os.fspath(path)
+    data = Path(path).read_bytes()
+    if not data:
+        raise TranscriptFormatError(
+            f"{where}:1: empty file, not a trio-agent transcript (expected a header line)",
+            line=1,
+        )
+    lines = data.split(b"\n")
+    if data.endswith(b"\n"):
+        lines.pop()
+    version = _parse_header(lines[0], where)
+    last = len(lines)
+    messages: list[Message] = []
+    append = messages.append
+    for number, raw in enumerate(lines[1:], start=2):
+        try:
+            item = _decode(raw)
+        except _Unreadable as exc:
+            if number == last:
+                return LoadedTranscript(
+                    messages=tuple(messages),
+                    version=version,
+                    torn_line=number,
+                    torn_reason=str(exc),
+                )
+            raise TranscriptFormatError(f"{where}:{number}: {exc}", line=number) from None
+        append(_parse_message(item, where, number))
+    return LoadedTranscript(messages=tuple(messages), version=version)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a new or renamed directory entry durable (POSIX; a no-op where unsupported)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _encode(messages: Iterable[Message]) -> bytes:
+    return "".join([message_to_json(m) + "\n" for m in messages]).encode()
+
+
+def write_transcript(
+    path: str | os.PathLike[str], messages: Iterable[Message], *, fsync: bool = True
+) -> None:
+    """Write a whole transcript file, replacing ``path`` atomically. Blocks (file I/O).
+
+    The file is written next to ``path`` under a temporary name, fsynced (unless
+    ``fsync=False``) and renamed over ``path``: a crash leaves either the old file or the
+    new one, never a mix. Use it to rewrite a transcript after :func:`repair` before
+    appending to it again.
+
+    Raises:
+        OSError: the file cannot be written (the temporary file is removed).
+        TypeError: a message holds a value that is not JSON (in ``details``, say).
+    """
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    payload = HEADER_LINE + _encode(messages)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(payload)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if fsync:
+        _fsync_dir(target.parent)
+
+
+# --- writing ---------------------------------------------------------------------------
+
+
+def _datasync(fd: int) -> None:
+    # fdatasync skips metadata that does not matter for reading the data back.
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:  # pragma: no cover - macOS, Windows
+        os.fsync(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _check_fsync(_: Any, __: Any, value: Any) -> None:
+    if value is not True and value is not False and value != "turn":
+        raise ValueError(f"fsync must be True, False or 'turn', not {value!r}")
+
+
+@final
+@attrs.define(eq=False)
+class JsonlTranscript:
+    """Append every finished message of a run to a JSONL file, crash-safely.
+
+    Use it as an async context manager; it is the sink of a run::
+
+        async with JsonlTranscript("run.jsonl") as transcript:
+            result = await run_agent_loop(prompts, context, model, on_event=transcript)
+
+    or, with :func:`open_agent_loop` (or an ``Agent`` subscription), call
+    :meth:`write_event` for each event you read::
+
+        async with JsonlTranscript("run.jsonl") as transcript:
+            async with open_agent_loop(prompts, context, model) as run:
+                async for event in run.events:
+                    await transcript.write_event(event)
+
+    Entering opens the file: a new (or empty) file gets the header line; an existing
+    transcript is appended to — its header is checked, not repeated, and a torn last
+    line left by a crash is cut off (:attr:`dropped_bytes`). One ``JsonlTranscript``
+    (in any process) may write a file at a time: the file is locked while open.
+    Leaving the block closes the file (after a last fsync when ``fsync`` is ``"turn"``).
+
+    Each ``MessageEnd`` becomes one line, in call order. The write (and fsync) runs in a
+    worker thread (``trio.to_thread.run_sync``), so the trio loop keeps running; the
+    sink returns once the line is written — and, with ``fsync=True``, on disk. A write
+    that has started is never abandoned: a cancel arriving meanwhile takes effect after
+    it, so a line is written exactly once or not at all.
+
+    Args:
+        path: the transcript file.
+        fsync: ``True`` (default): fsync after every line — survives a power loss.
+            ``"turn"``: fsync once per turn (at ``TurnEnd`` and ``AgentEnd``) and on
+            close — a batch of N results costs one fsync, and a power loss may lose the
+            current turn. ``False``: never fsync — survives a process crash (the line is
+            in the OS), not a machine crash. Every mode writes each line at once.
+    """
+
+    path: Path = attrs.field(converter=Path)
+    fsync: FsyncMode = attrs.field(default=True, validator=_check_fsync, kw_only=True)
+    _fd: int | None = attrs.field(default=None, init=False)
+    _state: Literal["new", "open", "closed"] = attrs.field(default="new", init=False)
+    _lock: trio.StrictFIFOLock = attrs.field(factory=trio.StrictFIFOLock, init=False)
+    _size: int = attrs.field(default=0, init=False)
+    _dirty: bool = attrs.field(default=False, init=False)
+    _broken: BaseException | None = attrs.field(default=None, init=False)
+    dropped_bytes: int = attrs.field(default=0, init=False)
+    """Bytes of a torn last line cut off when the file was opened (0 normally)."""
+
+    # --- opening and closing ----------------------------------------------------------
+
+    async def __aenter__(self) -> JsonlTranscript:
+        """Open the file (in a worker thread). A checkpoint.
+
+        Raises:
+            TranscriptFormatError: the file exists but is not a transcript of this
+                format version, or its last line is JSON that is not a message.
+            AgentUsageError: another ``JsonlTranscript`` has the file open.
+            OSError: the file cannot be opened or written.
+            RuntimeError: entered twice.
+        """
+        if self._state != "new":
+            raise RuntimeError("a JsonlTranscript can be entered only once")
+        self._state = "open"
+        try:
+            await trio.to_thread.run_sync(self._open_sync)
+        except BaseException:
+            self._state = "closed"
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the file; later writes raise ``trio.ClosedResourceError``. A checkpoint.
+
+        Waits for a write in progress. Closing happens even when cancelled (shielded,
+        like trio's own file objects), then ``Cancelled`` is raised. Closing twice does
+        nothing.
+        """
+        if self._state == "closed":
+            await trio.lowlevel.checkpoint()
+            return
+        self._state = "closed"
+        with trio.CancelScope(shield=True):
+            async with self._lock:
+                await trio.to_thread.run_sync(self._close_sync)
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+    def _open_sync(self) -> None:
+        flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        created = True
+        try:
+            fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            created = False
+            fd = os.open(self.path, flags)
+        try:
+            _lock_file(fd, self.path)
+            size = os.fstat(fd).st_size
+            if size:
+                size = self._check_existing(fd, size)
+            if not size:
+                _write_all(fd, HEADER_LINE)
+                size = len(HEADER_LINE)
+                if self.fsync is not False:
+                    _datasync(fd)
+            if created and self.fsync is not False:
+                _fsync_dir(self.path.parent)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self._size = size
+
+    def _check_existing(self, fd: int, size: int) -> int:
+        """Check the header and the last line; return the size to append at."""
+        where = os.fspath(self.path)
+        head = os.pread(fd, min(size, _CHUNK), 0)
+        end = head.find(b"\n")
+        if end < 0:
+            if size <= len(HEADER_LINE) and HEADER_LINE.startswith(head):
+                os.ftruncate(fd, 0)  # the header itself was torn: start over
+                return 0
+            _parse_header(head, where)  # raises unless it is a whole header line
+            _write_all(fd, b"\n")
+            return size + 1
+        _parse_header(head[:end], where)
+        header_end = end + 1
+        if size == header_end:
+            return size
+        # The last line: from after the last newline before the final byte.
+        ends_with_newline = os.pread(fd, 1, size - 1) == b"\n"
+        stop = size - 1 if ends_with_newline else size
+        start = _line_start(fd, stop, header_end)
+        raw = os.pread(fd, stop - start, start)
+        try:
+            data = _decode(raw)
+        except _Unreadable:
+            os.ftruncate(fd, start)
+            self.dropped_bytes = size - start
+            return start
+        _parse_message(data, where, None)
+        if not ends_with_newline:
+            _write_all(fd, b"\n")
+            size += 1
+        return size
+
+    def _close_sync(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if self._dirty and self.fsync == "turn" and self._broken is None:
+                _datasync(fd)
+        finally:
+            os.close(fd)
+
+    # --- writing ------------------------------------------------------------------------
+
+    # Not a checkpoint for events it ignores: a run calls its sink for every streamed delta.
+    async def write_event(self, event: ev.AgentEvent) -> None:  # noqa: ASYNC910
+        """Record ``event``: a ``MessageEnd`` becomes one line; other events are ignored
+        (except ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode).
+
+        A checkpoint only when it writes or syncs: every other event returns at once, so
+        that streaming deltas through the sink costs nothing. A run passes events one at
+        a time; concurrent callers are written in the order they called.
+
+        Raises:
+            trio.ClosedResourceError: the transcript is not open.
+            trio.BrokenResourceError: an earlier write failed; the file was cut back to
+                its last whole line and takes no more lines.
+            OSError: writing failed (the file is cut back to its last whole line).
+            TypeError: the message holds a value that is not JSON (nothing written).
+        """
+        if self._state != "open":
+            self._raise_not_open()
+        kind = type(event)
+        if kind is ev.MessageEnd:
+            assert isinstance(event, ev.MessageEnd)
+            await self._write((event.message,), sync=self.fsync is True)
+        elif self.fsync == "turn" and (kind is ev.TurnEnd or kind is ev.AgentEnd):
+            await self._write((), sync=True)
+
+    __call__ = write_event
+
+    async def write_messages(self, messages: Iterable[Message]) -> None:
+        """Append ``messages`` as lines, with one write (and one fsync unless
+        ``fsync=False``). A checkpoint. Raises as :meth:`write_event`."""
+        if self._state != "open":
+            self._raise_not_open()
+        await self._write(tuple(messages), sync=self.fsync is not False)
+
+    async def _write(self, messages: tuple[Message, ...], *, sync: bool) -> None:
+        async with self._lock:
+            if self._state != "open":
+                self._raise_not_open()
+            if messages or (sync and self._dirty):
+                await trio.to_thread.run_sync(self._write_sync, messages, sync)
+
+    def _raise_not_open(self) -> None:
+        if self._state == "new":
+            raise trio.ClosedResourceError(
+                "the transcript is not open: use `async with JsonlTranscript(path) as t`"
+            )
+        raise trio.ClosedResourceError("the transcript is closed")
+
+    def _write_sync(self, messages: tuple[Message, ...], sync: bool) -> None:
+        # Runs in a worker thread, one at a time (under the lock).
+        if self._broken is not None:
+            raise trio.BrokenResourceError(
+                f"an earlier write to {self.path} failed: {self._broken}"
+            ) from self._broken
+        fd = self._fd
+        assert fd is not None
+        data = _encode(messages)
+        try:
+            if data:
+                _write_all(fd, data)
+            if sync:
+                _datasync(fd)
+        except OSError as exc:
+            # Cut a partly written line back off, so later readers see whole lines only.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self._size)
+            self._broken = exc
+            raise
+        self._size += len(data)
+        self._dirty = not sync
+
+
+def _lock_file(fd: int, path: Path) -> None:
+    if sys.platform == "win32":  # pragma: no cover
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise AgentUsageError(
+            f"{path} is already open for writing by another JsonlTranscript "
+            "(in this or another process); close that one first"
+        ) from None
+
+
+def _line_start(fd: int, stop: int, floor: int) -> int:
+    """Offset just after the last newline before ``stop`` (at least ``floor``)."""
+    pos = stop
+    while pos > floor:
+        begin = max(floor, pos - _CHUNK)
+        chunk = os.pread(fd, pos - begin, begin)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            return begin + i + 1
+        pos = begin
+    return floor
