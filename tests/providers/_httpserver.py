@@ -30,6 +30,8 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    at: float = attrs.field(factory=trio.current_time)
+    """When the request had arrived (trio clock)."""
 
     def json(self) -> Any:
         return json.loads(self.body)

@@ -33,6 +33,11 @@ FAST = HTTPOptions(
     idle_timeout=2.0,
     retry=RetryPolicy(max_retries=3, initial_delay=0.01, max_delay=0.05),
 )
+# A 1x1 PNG, base64.
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4"
+    "DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+)
 KEY = "sk-test-9f8e7d6c5b4a39281706f5e4d3c2b1a0ZZ"
 
 

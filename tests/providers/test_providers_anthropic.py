@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from _httpserver import frames, recorded, sse
-from _streamkit import KEY, collect, final, make_model, request
+from _streamkit import KEY, PNG, collect, final, make_model, request
 
 from trio_agent import (
     AssistantMessage,
@@ -239,7 +239,7 @@ async def test_unknown_blocks_and_events_are_ignored(server: Server) -> None:
 
 
 async def test_request_body_with_tool_results_and_images(server: Server) -> None:
-    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+    png = PNG
     reply = AssistantMessage(
         content=(
             Thinking(thinking="Two calls.", signature="c2ln"),

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from _httpserver import frames, recorded, sse
-from _streamkit import KEY, collect, final, make_model, request
+from _streamkit import KEY, PNG, collect, final, make_model, request
 
 from trio_agent import (
     AssistantMessage,
@@ -17,8 +17,8 @@ from trio_agent import (
     ModelOptions,
     ModelRequest,
     Text,
-    Thinking,
     TextDelta,
+    Thinking,
     ToolCall,
     ToolCallDelta,
     ToolCallEnd,
@@ -177,7 +177,7 @@ async def test_every_finish_reason(
 
 
 def _transcript() -> tuple[ModelRequest, str]:
-    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+    png = PNG
     first = AssistantMessage(
         content=(
             Text(text="Let me look."),
