@@ -5,6 +5,9 @@ this module only re-exports the public names. ``trio_agent.testing`` is the publ
 kit, ``trio_agent.providers`` the HTTP models, ``trio_agent.tools`` the workspace tools.
 """
 
+from ._agent import Agent as Agent
+from ._agent import AgentState as AgentState
+from ._agent import open_agent as open_agent
 from ._decorator import tool as tool
 from ._errors import AgentBusyError as AgentBusyError
 from ._errors import AgentRunError as AgentRunError
@@ -83,6 +86,7 @@ from ._transcript import repair as repair
 __all__ = [
     "AfterToolCallContext",
     "AfterToolCallResult",
+    "Agent",
     "AgentBusyError",
     "AgentEnd",
     "AgentEvent",
@@ -90,6 +94,7 @@ __all__ = [
     "AgentRunError",
     "AgentRunResult",
     "AgentStart",
+    "AgentState",
     "AgentUsageError",
     "AssistantEvent",
     "AssistantMessage",
@@ -150,6 +155,7 @@ __all__ = [
     "dumps",
     "load_transcript",
     "loads",
+    "open_agent",
     "open_agent_loop",
     "repair",
     "run_agent_loop",

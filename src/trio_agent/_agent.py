@@ -1,0 +1,751 @@
+"""The Agent: a long-lived session over the loop, with queues that never lose a message.
+
+Theory of operation
+-------------------
+An :class:`Agent` holds a transcript, two FIFO queues (steering and follow-up) and a list
+of subscribers. ``prompt()`` and ``continue_()`` make one run of the loop
+(:func:`open_agent_loop`) *in the calling task* and consume its events: each event first
+updates the agent's state, then goes to every subscriber in turn (awaited, so a slow
+subscriber slows the run down instead of losing events).
+
+The loop reads the queues through two *synchronous* poll hooks. A synchronous poll has no
+checkpoint, so a message leaves its queue in the same step as it enters the loop's list
+of pending messages: no cancel can fall in between. The agent remembers every message it
+hands out during a run; when the run ends, each one that did not reach the transcript
+(the run ended between the poll and the next request — an abort, ``max_steps``, a failed
+hook, a cancel) goes back to the *front* of its queue, in order. So a queued message is
+delivered exactly once, in FIFO order, or is still queued.
+
+A run's last poll and its end are not one step: the run still delivers its closing events
+to the subscribers, and a message queued meanwhile cannot reach that run any more. It is
+not lost and not stranded: it stays queued and the *next* run delivers it first —
+``prompt(x)`` sends the queued steering messages ahead of ``x`` (follow-ups keep their
+place: they go when the model would otherwise stop), and ``continue_()`` from an assistant
+tail sends queued steering, else follow-ups. ``has_queued_messages`` tells whether
+anything waits; ``while agent.has_queued_messages: await agent.continue_()`` answers
+late messages at once.
+
+The state is final — ``is_running`` false, ``messages`` the run's transcript, the queues
+restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi). The
+run's task still finishes delivering that event afterwards; a ``prompt()`` or
+``continue_()`` called in that short tail waits for it instead of raising
+:class:`AgentBusyError`.
+
+Exception policy: a model's failure is data (the run ends ``error``, ``state.error_message``
+set). A hook failure or a bug raises :class:`AgentRunError` out of ``prompt()``, after the
+paired transcript was stored in ``state.messages``. A cancel of the task running
+``prompt()`` aborts the run: the transcript is paired and stored, the closing events go
+to the subscribers within ``LoopConfig.cleanup_timeout``, then ``Cancelled`` propagates.
+Nothing is wrapped in an exception group (the agent starts no nursery of its own).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter, deque
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
+
+import attrs
+import trio
+
+from . import _events as ev
+from ._errors import AgentBusyError, AgentRunError, AgentUsageError
+from ._hooks import Context, LoopConfig
+from ._loop import AgentRun, AgentRunResult, open_agent_loop
+from ._messages import (
+    AssistantMessage,
+    CustomMessage,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+)
+from ._model import Model
+from ._tools import Tool
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Sequence
+    from types import TracebackType
+
+__all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
+
+QueueMode: TypeAlias = Literal["one_at_a_time", "all"]
+"""How many queued messages one poll delivers: the oldest one, or all of them."""
+
+_MODES = ("one_at_a_time", "all")
+_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
+_UPDATES = (ev.MessageUpdate, ev.ToolExecutionUpdate)
+_Kind: TypeAlias = Literal["steering", "follow_up"]
+
+
+@attrs.frozen(kw_only=True)
+class AgentState:
+    """A snapshot of an :class:`Agent` (it never changes; read ``agent.state`` again).
+
+    Attributes:
+        messages: the transcript: finished messages only, in order.
+        is_running: a run is active (false again once its ``AgentEnd`` is announced).
+        streaming_message: the assistant reply being streamed, as it stands; None when no
+            reply is streaming.
+        pending_tool_calls: ids of the tool calls started and not yet finished.
+        error_message: why the last run failed — the model's error, or the message of the
+            :class:`AgentRunError` that ``prompt()`` raised; None otherwise.
+    """
+
+    messages: tuple[Message, ...] = ()
+    is_running: bool = False
+    streaming_message: AssistantMessage | None = None
+    pending_tool_calls: frozenset[str] = frozenset()
+    error_message: str | None = None
+
+
+def _check_config(_agent: Any, _attribute: Any, config: LoopConfig) -> None:
+    for hook, method in (
+        ("get_steering_messages", "steer"),
+        ("get_follow_up_messages", "follow_up"),
+    ):
+        if getattr(config, hook) is not None:
+            raise AgentUsageError(
+                f"LoopConfig.{hook} is set, but the Agent owns that queue: queue messages "
+                f"with agent.{method}() instead (or drive run_agent_loop yourself to use "
+                "your own hook)"
+            )
+
+
+def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
+    return tuple(tools)
+
+
+def _as_message(message: str | Message) -> Message:
+    if isinstance(message, str):
+        return UserMessage.text(message)
+    if isinstance(message, _MESSAGE_TYPES):
+        return message
+    raise TypeError(f"expected a message or a str, got {type(message).__name__}")
+
+
+@attrs.define(eq=False)
+class _Subscriber:
+    send: trio.MemorySendChannel[ev.AgentEvent]
+    drop_updates: bool
+
+
+@attrs.define(eq=False)
+class _ActiveRun:
+    """The bookkeeping of one run, from ``prompt()`` to its return."""
+
+    skip_first_poll: bool = False
+    taken: list[tuple[_Kind, Message]] = attrs.field(factory=list)
+    run: AgentRun | None = None
+    abort_reason: str | None = None
+    abort_requested: bool = False
+    finalized: bool = False
+    done: trio.Event = attrs.field(factory=trio.Event)
+
+
+@final
+@attrs.define(eq=False)
+class Agent:
+    """A stateful agent session; build one with :func:`open_agent`.
+
+    ``model``, ``tools``, ``system_prompt`` and ``config`` may be reassigned; a run in
+    progress keeps what it started with. ``steering_mode`` and ``follow_up_mode`` may be
+    reassigned too and apply from the next poll.
+
+    Methods that are not ``async`` are not checkpoints and may be called from any task of
+    the agent's trio loop; the ``*_from_thread`` variants serve other threads.
+    """
+
+    model: Model
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
+    system_prompt: str = ""
+    config: LoopConfig = attrs.field(factory=LoopConfig, validator=_check_config)
+    steering_mode: QueueMode = attrs.field(
+        default="one_at_a_time", validator=attrs.validators.in_(_MODES)
+    )
+    follow_up_mode: QueueMode = attrs.field(
+        default="one_at_a_time", validator=attrs.validators.in_(_MODES)
+    )
+    _messages: list[Message] = attrs.field(factory=list, alias="messages")
+    _token: trio.lowlevel.TrioToken = attrs.field(
+        factory=trio.lowlevel.current_trio_token, alias="token", repr=False
+    )
+    _steering: deque[Message] = attrs.field(init=False, factory=deque, repr=False)
+    _follow_ups: deque[Message] = attrs.field(init=False, factory=deque, repr=False)
+    _subscribers: list[_Subscriber] = attrs.field(init=False, factory=list, repr=False)
+    _active: _ActiveRun | None = attrs.field(init=False, default=None, repr=False)
+    _running: bool = attrs.field(init=False, default=False, repr=False)
+    _streaming: AssistantMessage | ev.MessageUpdate | None = attrs.field(
+        init=False, default=None, repr=False
+    )
+    _pending_calls: dict[str, None] = attrs.field(init=False, factory=dict, repr=False)
+    _error_message: str | None = attrs.field(init=False, default=None, repr=False)
+    _interrupting: Message | None = attrs.field(init=False, default=None, repr=False)
+    _resets: int = attrs.field(init=False, default=0, repr=False)
+    _closed: bool = attrs.field(init=False, default=False, repr=False)
+    _state: AgentState | None = attrs.field(init=False, default=None, repr=False)
+    _messages_tuple: tuple[Message, ...] | None = attrs.field(init=False, default=None, repr=False)
+
+    # --- state ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> AgentState:
+        """An immutable snapshot of the agent's state (see :class:`AgentState`)."""
+        state = self._state
+        if state is None:
+            if self._messages_tuple is None:
+                self._messages_tuple = tuple(self._messages)
+            streaming = self._streaming
+            self._state = state = AgentState(
+                messages=self._messages_tuple,
+                is_running=self._running,
+                # An update's partial message is built only here, when someone looks:
+                # streaming N deltas stays O(total size).
+                streaming_message=(
+                    streaming.message if isinstance(streaming, ev.MessageUpdate) else streaming
+                ),
+                pending_tool_calls=frozenset(self._pending_calls),
+                error_message=self._error_message,
+            )
+        return state
+
+    @property
+    def queued_steering(self) -> tuple[Message, ...]:
+        """The steering messages waiting to be delivered, oldest first."""
+        return tuple(self._steering)
+
+    @property
+    def queued_follow_ups(self) -> tuple[Message, ...]:
+        """The follow-up messages waiting to be delivered, oldest first."""
+        return tuple(self._follow_ups)
+
+    @property
+    def has_queued_messages(self) -> bool:
+        """Whether a steering or follow-up message waits to be delivered."""
+        return bool(self._steering or self._follow_ups)
+
+    def _changed(self, *, messages: bool = False) -> None:
+        self._state = None
+        if messages:
+            self._messages_tuple = None
+
+    # --- queues -----------------------------------------------------------------------
+
+    def steer(self, message: str | Message, *, interrupt: bool = False) -> None:
+        """Queue a message for the model to read as soon as possible. Not a checkpoint.
+
+        During a run, the next steering poll (after the current tool batch, before the
+        next request) delivers it; when no run can take it, the next run delivers it
+        first (see the module docstring). ``steering_mode`` decides whether one poll
+        delivers one queued message or all of them.
+
+        With ``interrupt=True`` the message goes to the front of the queue, and the
+        running tool batch is cancelled (unfinished calls get ``skipped: interrupted by
+        user`` results; finished ones keep theirs) or the streaming reply is cut (kept
+        with stop reason ``aborted``, its calls skipped); the run then goes on with this
+        message. If neither a batch nor a reply is running at that moment, the first one
+        that starts before the message is delivered is interrupted.
+
+        Raises:
+            AgentUsageError: the agent is closed.
+        """
+        self._check_open()
+        message = _as_message(message)
+        if not interrupt:
+            self._steering.append(message)
+            return
+        self._steering.appendleft(message)
+        active = self._active
+        if active is None or active.finalized:
+            return
+        self._interrupting = message
+        if active.run is not None and active.run.interrupt():
+            self._interrupting = None
+
+    def follow_up(self, message: str | Message) -> None:
+        """Queue a message for when the model would otherwise stop. Not a checkpoint.
+
+        During a run, the follow-up poll delivers it once the model has no tool calls to
+        answer and no steering message is queued; ``follow_up_mode`` decides whether one
+        poll delivers one queued message or all of them.
+
+        Raises:
+            AgentUsageError: the agent is closed.
+        """
+        self._check_open()
+        self._follow_ups.append(_as_message(message))
+
+    def clear_queues(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
+        """Empty both queues; returns what they held: ``(steering, follow_ups)``."""
+        out = (tuple(self._steering), tuple(self._follow_ups))
+        self._steering.clear()
+        self._follow_ups.clear()
+        self._interrupting = None
+        return out
+
+    def _take(self, active: _ActiveRun, kind: _Kind) -> list[Message]:
+        if active.finalized:
+            return []
+        if kind == "steering":
+            queue, mode = self._steering, self.steering_mode
+        else:
+            queue, mode = self._follow_ups, self.follow_up_mode
+        if not queue:
+            return []
+        if mode == "all":
+            taken = list(queue)
+            queue.clear()
+        else:
+            taken = [queue.popleft()]
+        active.taken.extend((kind, m) for m in taken)
+        if self._interrupting is not None and any(m is self._interrupting for m in taken):
+            # The interrupting message is delivered now: nothing is left to interrupt.
+            self._interrupting = None
+        return taken
+
+    def _poll_steering(self, active: _ActiveRun) -> list[Message]:
+        if active.skip_first_poll:
+            # The run's prompts already carry the steering this poll would deliver;
+            # skipping it keeps "one_at_a_time" to one message per turn.
+            active.skip_first_poll = False
+            return []
+        return self._take(active, "steering")
+
+    def _put_back(self, active: _ActiveRun, delivered: Sequence[Message]) -> None:
+        """Return every message taken during the run that is not in ``delivered``."""
+        # Delivered messages are a prefix of the taken ones (the loop appends pending
+        # messages in the order the polls returned them); identity, not equality, since
+        # a user may queue two equal messages.
+        counts = Counter(id(m) for m in delivered)
+        back: dict[_Kind, list[Message]] = {"steering": [], "follow_up": []}
+        for kind, message in active.taken:
+            if counts[id(message)] > 0:
+                counts[id(message)] -= 1
+            else:
+                back[kind].append(message)
+        self._steering.extendleft(reversed(back["steering"]))
+        self._follow_ups.extendleft(reversed(back["follow_up"]))
+        active.taken.clear()
+
+    # --- control ----------------------------------------------------------------------
+
+    def abort(self, reason: str | None = None, *, grace: float | None = None) -> None:
+        """Abort the active run; does nothing when none is active. Not a checkpoint.
+
+        The run ends with reason ``aborted`` (see :meth:`AgentRun.abort`: the partial
+        reply is kept, finished calls keep their results, the others get ``aborted``
+        results; with ``grace``, running tools may finish for up to ``grace`` seconds).
+        Messages taken from the queues but not delivered go back to their front.
+        """
+        active = self._active
+        if active is None or active.finalized:
+            return
+        if active.run is not None:
+            active.run.abort(reason, grace=grace)
+        else:
+            active.abort_requested = True
+            active.abort_reason = reason
+
+    def steer_from_thread(self, message: str | Message, *, interrupt: bool = False) -> None:
+        """:meth:`steer`, from a thread that is not running the agent's trio loop.
+
+        Blocks until the message is queued, so calls from one thread keep their order.
+        """
+        trio.from_thread.run_sync(
+            functools.partial(self.steer, message, interrupt=interrupt), trio_token=self._token
+        )
+
+    def follow_up_from_thread(self, message: str | Message) -> None:
+        """:meth:`follow_up`, from a thread that is not running the agent's trio loop.
+
+        Blocks until the message is queued, so calls from one thread keep their order.
+        """
+        trio.from_thread.run_sync(self.follow_up, message, trio_token=self._token)
+
+    def abort_from_thread(self, reason: str | None = None) -> None:
+        """:meth:`abort`, from a thread that is not running the agent's trio loop."""
+        trio.from_thread.run_sync(self.abort, reason, trio_token=self._token)
+
+    def reset(self) -> None:
+        """Forget the transcript, the queues and the last error. Not a checkpoint.
+
+        Raises:
+            AgentBusyError: a run is active.
+        """
+        self._check_idle("reset()")
+        self._resets += 1
+        self._messages = []
+        self._steering.clear()
+        self._follow_ups.clear()
+        self._interrupting = None
+        self._streaming = None
+        self._pending_calls.clear()
+        self._error_message = None
+        self._changed(messages=True)
+
+    def replace_messages(self, messages: Iterable[Message]) -> None:
+        """Replace the transcript, for example to drop a failed reply before
+        :meth:`continue_`. Not a checkpoint.
+
+        Raises:
+            AgentBusyError: a run is active.
+        """
+        self._check_idle("replace_messages()")
+        self._messages = list(messages)
+        self._changed(messages=True)
+
+    def _check_idle(self, what: str) -> None:
+        active = self._active
+        if active is not None and not active.finalized:
+            raise AgentBusyError(
+                f"cannot call {what} while the agent is running: call abort(), then "
+                f"await wait_for_idle(), then {what}"
+            )
+
+    async def wait_for_idle(self) -> None:
+        """Wait until no run is active (returns at once when idle). A checkpoint.
+
+        Cancelling the wait does not affect the run.
+        """
+        await trio.lowlevel.checkpoint()
+        while self._active is not None:
+            await self._active.done.wait()
+
+    # --- subscribers ------------------------------------------------------------------
+
+    def subscribe(
+        self, buffer: int = 0, *, drop_updates: bool = False
+    ) -> AbstractAsyncContextManager[trio.MemoryReceiveChannel[ev.AgentEvent]]:
+        """Receive the agent's events, from now until the block is left::
+
+            async with agent.subscribe() as events:
+                async for event in events:
+                    ...
+
+        Each subscriber gets its own memory channel holding ``buffer`` events (default
+        0). Every event of every run goes to every subscriber, in order, and the run
+        waits for each one to take it: a slow subscriber slows the run, nothing is
+        dropped. With ``drop_updates=True``, ``MessageUpdate`` and
+        ``ToolExecutionUpdate`` events that do not fit the buffer are dropped instead
+        (every other event is still waited for).
+
+        Leaving the block unsubscribes (a run waiting for this subscriber goes on) and
+        ends the channel: a reader's ``async for`` finishes after the events already
+        buffered. Closing the agent ends every subscription the same way. Do not ``await agent.prompt()`` inside the loop that reads the
+        channel: the new run would wait for that very reader. Start it in another task.
+
+        Raises:
+            AgentUsageError: the agent is closed.
+        """
+        self._check_open()
+        return _Subscription(self, buffer, drop_updates)
+
+    async def _publish(self, event: ev.AgentEvent) -> None:
+        for sub in tuple(self._subscribers):
+            try:
+                if sub.drop_updates and isinstance(event, _UPDATES):
+                    try:
+                        sub.send.send_nowait(event)
+                    except trio.WouldBlock:
+                        pass
+                else:
+                    await sub.send.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                # The subscriber left (possibly while we waited for it): the run goes on.
+                self._unsubscribe(sub)
+
+    def _unsubscribe(self, sub: _Subscriber) -> None:
+        try:
+            self._subscribers.remove(sub)
+        except ValueError:
+            pass
+        sub.send.close()
+
+    # --- runs -------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AgentUsageError("the agent is closed (its open_agent block was left)")
+
+    async def _begin(self, what: str) -> _ActiveRun:
+        """Take the run slot, or raise :class:`AgentBusyError`."""
+        await trio.lowlevel.checkpoint()
+        while True:
+            self._check_open()
+            active = self._active
+            if active is None:
+                break
+            if not active.finalized:
+                if what == "prompt":
+                    hint = (
+                        "queue the message with steer() or follow_up(), or await "
+                        "wait_for_idle() before prompt()"
+                    )
+                else:
+                    hint = "await wait_for_idle() before continue_()"
+                raise AgentBusyError(f"the agent is already running: {hint}")
+            # The previous run has ended and only delivers its AgentEnd: wait for it.
+            await active.done.wait()
+        active = _ActiveRun()
+        self._active = active
+        self._running = True
+        self._streaming = None
+        self._pending_calls.clear()
+        self._error_message = None
+        self._interrupting = None
+        self._changed()
+        return active
+
+    async def prompt(self, message: str | Message | Sequence[Message]) -> AgentRunResult:
+        """Send a message and run until the model is done; returns how the run ended.
+
+        ``message`` is a text (sent as a user message), a message, or several. Queued
+        steering messages are delivered ahead of it, in the same request; queued
+        follow-ups when the model would otherwise stop.
+
+        A model error ends the run with reason ``error`` (``state.error_message`` set);
+        an abort with reason ``aborted``. Cancelling the call aborts the run: the paired
+        transcript is kept, then ``Cancelled`` propagates.
+
+        Raises:
+            AgentBusyError: a run is active (queue with steer()/follow_up() instead).
+            AgentUsageError: no message given, or the agent is closed.
+            AgentRunError: a hook raised or a bug ended the run; ``state.messages``
+                holds the paired transcript, ``__cause__`` the original error.
+        """
+        if isinstance(message, (str, *_MESSAGE_TYPES)):
+            prompts = [_as_message(message)]
+        else:
+            prompts = [_as_message(m) for m in message]
+        if not prompts:
+            raise AgentUsageError("prompt() needs a message; to resume, call continue_()")
+        active = await self._begin("prompt")
+        steering = self._take(active, "steering")
+        active.skip_first_poll = bool(steering)
+        return await self._run(active, [*steering, *prompts])
+
+    async def continue_(self) -> AgentRunResult:
+        """Run again from the transcript as it stands (to retry, or to answer the queues).
+
+        From a transcript ending in a user, tool-result or custom message, the model is
+        asked again. From an assistant message, the queued steering is delivered (by
+        ``steering_mode``), else the queued follow-ups (by ``follow_up_mode``).
+
+        Raises:
+            AgentBusyError: a run is active.
+            AgentUsageError: the transcript is empty, or ends in an assistant message and
+                nothing is queued.
+            AgentRunError: as for :meth:`prompt`.
+        """
+        active = await self._begin("continue_")
+        try:
+            if not self._messages:
+                raise AgentUsageError(
+                    "nothing to continue from: the transcript is empty (call prompt())"
+                )
+            prompts: list[Message] = []
+            if type(self._messages[-1]) is AssistantMessage:
+                prompts = self._take(active, "steering")
+                active.skip_first_poll = bool(prompts)
+                if not prompts:
+                    prompts = self._take(active, "follow_up")
+                if not prompts:
+                    raise AgentUsageError(
+                        "cannot continue from an assistant message with nothing queued: "
+                        "call prompt(), or queue a message with steer() or follow_up() first"
+                    )
+        except BaseException:
+            self._finish(active, None, None)
+            raise
+        return await self._run(active, prompts)
+
+    async def _run(self, active: _ActiveRun, prompts: list[Message]) -> AgentRunResult:
+        config = attrs.evolve(
+            self.config,
+            get_steering_messages=functools.partial(self._poll_steering, active),
+            get_follow_up_messages=functools.partial(self._take, active, "follow_up"),
+        )
+        context = Context(
+            system_prompt=self.system_prompt, messages=tuple(self._messages), tools=self.tools
+        )
+        run: AgentRun | None = None
+        error: AgentRunError | None = None
+        try:
+            async with open_agent_loop(prompts, context, self.model, config) as run:
+                active.run = run
+                if active.abort_requested:
+                    run.abort(active.abort_reason)
+                try:
+                    async for event in run.events:
+                        await self._dispatch(active, run, event)
+                except trio.Cancelled:
+                    # Our caller is cancelled (the run, inside the same scope, is too):
+                    # let the subscribers see the run's closing events, within a bound.
+                    run.abort("prompt() was cancelled")
+                    with trio.move_on_after(config.cleanup_timeout, shield=True):
+                        async for event in run.events:
+                            await self._dispatch(active, run, event)
+                    raise
+        except AgentRunError as exc:
+            error = exc
+        finally:
+            result = error.result if error is not None else run.result if run else None
+            self._finish(active, result, error)
+        if error is not None:
+            raise error
+        assert result is not None
+        return result
+
+    async def _dispatch(self, active: _ActiveRun, run: AgentRun, event: ev.AgentEvent) -> None:
+        """Update the state from one event, then hand the event to every subscriber."""
+        if self._interrupting is not None and run.interrupt():
+            self._interrupting = None
+        match event:
+            case ev.MessageUpdate():
+                self._streaming = event
+                self._changed()
+            case ev.MessageStart(message=AssistantMessage() as message):
+                self._streaming = message
+                self._changed()
+            case ev.MessageEnd(message=message):
+                self._streaming = None
+                self._messages.append(message)
+                self._changed(messages=True)
+            case ev.ToolExecutionStart(call_id=call_id):
+                self._pending_calls[call_id] = None
+                self._changed()
+            case ev.ToolExecutionEnd(call_id=call_id):
+                self._pending_calls.pop(call_id, None)
+                self._changed()
+            case ev.AgentEnd():
+                # The run has ended (its result is set before AgentEnd is emitted): make
+                # the state final before the subscribers hear about it.
+                self._finalize(active, run.result)
+        await self._publish(event)
+
+    def _finalize(self, active: _ActiveRun, result: AgentRunResult | None) -> None:
+        if active.finalized:
+            return
+        active.finalized = True
+        if result is None:
+            self._put_back(active, ())
+        else:
+            self._put_back(active, result.messages)
+            self._messages = list(result.transcript)
+            self._error_message = result.error_message
+        self._running = False
+        self._streaming = None
+        self._pending_calls.clear()
+        self._interrupting = None
+        self._changed(messages=True)
+
+    def _finish(
+        self, active: _ActiveRun, result: AgentRunResult | None, error: AgentRunError | None
+    ) -> None:
+        resets = self._resets
+        self._finalize(active, result)
+        if error is not None and self._resets == resets:
+            self._error_message = str(error)
+            self._changed()
+        self._active = None
+        active.done.set()
+
+    def _start_closing(self) -> _ActiveRun | None:
+        """Refuse new work and abort the active run; returns it (to wait for)."""
+        self._closed = True
+        self.abort("the agent was closed")
+        return self._active
+
+    def _end_subscriptions(self) -> None:
+        for sub in tuple(self._subscribers):
+            self._unsubscribe(sub)
+
+
+@final
+class _Subscription:
+    """The async context manager :meth:`Agent.subscribe` returns."""
+
+    def __init__(self, agent: Agent, buffer: int, drop_updates: bool) -> None:
+        self._agent = agent
+        self._buffer = buffer
+        self._drop_updates = drop_updates
+        self._sub: _Subscriber | None = None
+
+    async def __aenter__(self) -> trio.MemoryReceiveChannel[ev.AgentEvent]:
+        await trio.lowlevel.checkpoint()
+        self._agent._check_open()
+        send, receive = trio.open_memory_channel[ev.AgentEvent](self._buffer)
+        self._sub = _Subscriber(send=send, drop_updates=self._drop_updates)
+        self._agent._subscribers.append(self._sub)
+        return receive
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._sub is not None
+        # Closing our sending side wakes a run blocked sending to us (it drops us and
+        # goes on) and ends the iteration of any task reading the channel.
+        self._agent._unsubscribe(self._sub)
+
+
+@asynccontextmanager
+async def open_agent(
+    model: Model,
+    *,
+    tools: Sequence[Tool] = (),
+    system_prompt: str = "",
+    config: LoopConfig | None = None,
+    steering_mode: QueueMode = "one_at_a_time",
+    follow_up_mode: QueueMode = "one_at_a_time",
+    messages: Sequence[Message] = (),
+) -> AsyncIterator[Agent]:
+    """Open an :class:`Agent`::
+
+        async with open_agent(model, tools=tools, system_prompt="...") as agent:
+            result = await agent.prompt("Read README.md and tell me the project name")
+
+    Args:
+        model: what streams the replies.
+        tools: the tools the model may call.
+        system_prompt: sent with every request.
+        config: hooks and limits for every run; it must not set
+            ``get_steering_messages``/``get_follow_up_messages`` (the agent's queues
+            are those polls).
+        steering_mode / follow_up_mode: ``"one_at_a_time"`` (default) or ``"all"``.
+        messages: the transcript to start from (for example a loaded session).
+
+    The agent owns every run made through it: leaving the block aborts the active run
+    and waits for it to end (at most ``config.cleanup_timeout`` with the subscribers
+    still served, as long again without them), then ends every subscription. After
+    that the agent refuses new work (:class:`AgentUsageError`); ``state`` stays readable.
+
+    Raises:
+        AgentUsageError: ``config`` sets a steering or follow-up hook.
+        ValueError: an unknown queue mode.
+    """
+    agent = Agent(
+        model=model,
+        tools=tools,
+        system_prompt=system_prompt,
+        config=config or LoopConfig(),
+        steering_mode=steering_mode,
+        follow_up_mode=follow_up_mode,
+        messages=list(messages),
+    )
+    try:
+        yield agent
+    finally:
+        active = agent._start_closing()
+        bound = agent.config.cleanup_timeout
+        if active is not None:
+            # First with the subscribers still served, so that they see the run end...
+            with trio.move_on_after(bound, shield=True):
+                await active.done.wait()
+        agent._end_subscriptions()
+        if active is not None and not active.done.is_set():
+            # ...then without them, if one was too slow to take the last events.
+            with trio.move_on_after(bound, shield=True):
+                await active.done.wait()

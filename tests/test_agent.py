@@ -1,0 +1,596 @@
+"""The Agent: state, busy errors, continue_, subscribers, failures (SPEC §5).
+
+The queue guarantees (exactly once, FIFO, put back, interrupts, threads) are in
+test_agent_queues.py, which reuses the small builders defined here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from trio_agent import (
+    AgentBusyError,
+    AgentEnd,
+    AgentEvent,
+    AgentRunError,
+    AgentStart,
+    AgentState,
+    AgentUsageError,
+    AssistantMessage,
+    LoopConfig,
+    Message,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    Text,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolResultMessage,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+    check_transcript,
+    open_agent,
+)
+from trio_agent.testing import ScriptedModel
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+# --- builders shared with test_agent_queues.py --------------------------------------------
+
+
+def reply(text: str = "done") -> AssistantMessage:
+    return AssistantMessage(content=(Text(text=text),), stop_reason="stop")
+
+
+def tool_use(*ids: str, wait: bool = False, text: str | None = None) -> AssistantMessage:
+    """A reply calling the probe tool once per id (each call waits for its gate if asked)."""
+    calls = tuple(ToolCall(id=i, name="probe", arguments={"wait": wait}) for i in ids)
+    content: tuple[Any, ...] = ((Text(text=text),) if text else ()) + calls
+    return AssistantMessage(content=content, stop_reason="tool_use")
+
+
+class Probe:
+    """A tool: ``started[id]`` is set when a call starts; a call with ``wait`` waits for
+    ``gates[id]``; ``finished`` lists the calls that returned."""
+
+    def __init__(self) -> None:
+        self.started: defaultdict[str, trio.Event] = defaultdict(trio.Event)
+        self.gates: defaultdict[str, trio.Event] = defaultdict(trio.Event)
+        self.finished: list[str] = []
+        self.tool = Tool(
+            name="probe",
+            description="a probe",
+            parameters={"type": "object", "properties": {"wait": {"type": "boolean"}}},
+            execute=self._execute,
+        )
+
+    async def _execute(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        self.started[call.id].set()
+        if args.get("wait"):
+            await self.gates[call.id].wait()
+        self.finished.append(call.id)
+        return f"ok {call.id}"
+
+
+def texts(messages: tuple[Message, ...] | list[Message]) -> list[str]:
+    """The text of each user message, in order."""
+    return [m.content[0].text for m in messages if type(m) is UserMessage]  # type: ignore[union-attr]
+
+
+def user_texts_of(model: ScriptedModel, step: int) -> list[str]:
+    return texts(model.requests[step].messages)
+
+
+async def collect(events: trio.MemoryReceiveChannel[AgentEvent], into: list[AgentEvent]) -> None:
+    async for event in events:
+        into.append(event)
+
+
+# --- default state, prompt, state while running ------------------------------------------
+
+
+async def test_default_state() -> None:
+    async with open_agent(ScriptedModel()) as agent:
+        assert agent.state == AgentState()
+        assert agent.state.messages == ()
+        assert agent.state.is_running is False
+        assert agent.state.streaming_message is None
+        assert agent.state.pending_tool_calls == frozenset()
+        assert agent.state.error_message is None
+        assert agent.steering_mode == "one_at_a_time"
+        assert agent.follow_up_mode == "one_at_a_time"
+        assert not agent.has_queued_messages
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            agent.state.is_running = True  # type: ignore[misc]
+
+
+async def test_prompt_runs_and_the_state_keeps_the_transcript() -> None:
+    probe = Probe()
+    model = ScriptedModel([tool_use("c1"), reply("hello")])
+    async with open_agent(model, tools=[probe.tool], system_prompt="be brief") as agent:
+        result = await agent.prompt("hi")
+        assert result.reason == "stop"
+        assert [m.role for m in result.messages] == [
+            "user",
+            "assistant",
+            "tool_result",
+            "assistant",
+        ]
+        assert agent.state.messages == result.transcript
+        assert agent.state.is_running is False
+        assert model.requests[0].system_prompt == "be brief"
+        assert [t.name for t in model.requests[0].tools] == ["probe"]
+        # The next prompt continues the same transcript.
+        model.add(reply("again"))
+        second = await agent.prompt(UserMessage.text("more"))
+        assert texts(model.requests[2].messages) == ["hi", "more"]
+        assert agent.state.messages == result.transcript + second.messages
+
+
+async def test_prompt_accepts_several_messages_and_refuses_none() -> None:
+    model = ScriptedModel([reply()])
+    async with open_agent(model) as agent:
+        await agent.prompt([UserMessage.text("a"), UserMessage.text("b")])
+        assert user_texts_of(model, 0) == ["a", "b"]
+        with pytest.raises(AgentUsageError, match="continue_"):
+            await agent.prompt([])
+
+
+async def test_initial_messages_and_settable_fields() -> None:
+    history = (UserMessage.text("old"), reply("old answer"))
+    model = ScriptedModel([reply()])
+    async with open_agent(model, messages=history) as agent:
+        assert agent.state.messages == history
+        agent.system_prompt = "new prompt"
+        await agent.prompt("new")
+        assert model.requests[0].system_prompt == "new prompt"
+        assert user_texts_of(model, 0) == ["old", "new"]
+
+
+async def test_state_while_streaming_and_running_tools() -> None:
+    probe = Probe()
+    model = ScriptedModel([tool_use("c1", wait=True, text="let me look"), reply()], chunk_size=3)
+    # Events of request 0: Start, TextStart, TextDelta("let"), TextDelta(" me"), ...
+    pause = model.pause_at(0, 4)
+    async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
+        nursery.start_soon(agent.prompt, "look")
+        await pause.reached.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        state = agent.state
+        assert state.is_running
+        assert state.streaming_message is not None
+        assert state.streaming_message.text == "let me"
+        assert [m.role for m in state.messages] == ["user"]  # only finished messages
+        pause.release()
+        await probe.started["c1"].wait()
+        await trio.testing.wait_all_tasks_blocked()
+        state = agent.state
+        assert state.streaming_message is None
+        assert state.pending_tool_calls == frozenset({"c1"})
+        assert [m.role for m in state.messages] == ["user", "assistant"]
+        probe.gates["c1"].set()
+        await agent.wait_for_idle()
+        assert agent.state.pending_tool_calls == frozenset()
+        assert agent.state.is_running is False
+
+
+# --- busy errors, abort, reset -------------------------------------------------------------
+
+
+async def test_prompt_continue_reset_while_running_raise_busy() -> None:
+    probe = Probe()
+    model = ScriptedModel([tool_use("c1", wait=True), reply()])
+    async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
+        nursery.start_soon(agent.prompt, "first")
+        await probe.started["c1"].wait()
+        with pytest.raises(AgentBusyError, match=r"steer\(\) or follow_up\(\)"):
+            await agent.prompt("second")
+        with pytest.raises(AgentBusyError, match=r"wait_for_idle\(\) before continue_\(\)"):
+            await agent.continue_()
+        with pytest.raises(AgentBusyError, match=r"abort\(\)"):
+            agent.reset()
+        assert agent.state.is_running
+        probe.gates["c1"].set()
+        await agent.wait_for_idle()
+    assert texts(agent.state.messages) == ["first"]
+
+
+async def test_abort_when_idle_is_safe() -> None:
+    async with open_agent(ScriptedModel([reply()])) as agent:
+        agent.abort()
+        agent.abort("again")
+        await agent.wait_for_idle()
+        result = await agent.prompt("hi")  # an earlier abort does not leak into a run
+        assert result.reason == "stop"
+
+
+async def test_abort_during_a_tool_keeps_the_transcript_paired() -> None:
+    probe = Probe()
+    model = ScriptedModel([tool_use("c1", "c2", wait=True)])
+    async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
+
+        async def prompt() -> None:
+            result = await agent.prompt("go")
+            assert result.reason == "aborted"
+
+        nursery.start_soon(prompt)
+        await probe.started["c2"].wait()
+        probe.gates["c1"].set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert probe.finished == ["c1"]
+        agent.abort("user pressed stop")
+    messages = agent.state.messages
+    check_transcript(messages)
+    results = [m for m in messages if type(m) is ToolResultMessage]
+    assert [r.text for r in results] == ["ok c1", "Tool call aborted: user pressed stop."]
+    assert agent.state.error_message is None
+    assert agent.state.is_running is False
+
+
+async def test_reset_forgets_transcript_queues_and_error() -> None:
+    model = ScriptedModel([AssistantMessage(content=(), stop_reason="error", error_message="x")])
+    async with open_agent(model) as agent:
+        await agent.prompt("hi")
+        agent.steer("s")
+        agent.follow_up("f")
+        assert agent.state.error_message == "x"
+        agent.reset()
+        assert agent.state == AgentState()
+        assert not agent.has_queued_messages
+
+
+# --- continue_ -----------------------------------------------------------------------------
+
+
+async def test_continue_delivers_a_follow_up_from_an_assistant_tail() -> None:
+    model = ScriptedModel([reply("processed")])
+    history = (UserMessage.text("initial"), reply("initial response"))
+    async with open_agent(model, messages=history) as agent:
+        agent.follow_up("queued follow-up")
+        await agent.continue_()
+        assert texts(agent.state.messages) == ["initial", "queued follow-up"]
+        assert agent.state.messages[-1].role == "assistant"
+        assert not agent.has_queued_messages
+
+
+async def test_continue_keeps_one_at_a_time_steering_from_an_assistant_tail() -> None:
+    model = ScriptedModel([reply("processed 1"), reply("processed 2")])
+    history = (UserMessage.text("initial"), reply("initial response"))
+    async with open_agent(model, messages=history) as agent:
+        agent.steer("steering 1")
+        agent.steer("steering 2")
+        agent.follow_up("follow-up")
+        model.add(reply("processed 3"))
+        await agent.continue_()
+        roles = [m.role for m in agent.state.messages[2:]]
+        assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
+        assert texts(agent.state.messages)[1:] == ["steering 1", "steering 2", "follow-up"]
+        assert len(model.requests) == 3
+
+
+async def test_continue_retries_from_a_user_tail() -> None:
+    model = ScriptedModel(
+        [AssistantMessage(content=(), stop_reason="error", error_message="overloaded"), reply()]
+    )
+    async with open_agent(model) as agent:
+        result = await agent.prompt("hi")
+        assert result.reason == "error"
+        # Drop the failed reply and ask again, as a retry would.
+        agent.replace_messages(agent.state.messages[:1])
+        retry = await agent.continue_()
+        assert retry.reason == "stop"
+        assert agent.state.error_message is None
+        assert [m.role for m in agent.state.messages] == ["user", "assistant"]
+
+
+async def test_continue_with_nothing_to_continue_is_a_usage_error() -> None:
+    async with open_agent(ScriptedModel([reply()])) as agent:
+        with pytest.raises(AgentUsageError, match="transcript is empty"):
+            await agent.continue_()
+        await agent.prompt("hi")
+        with pytest.raises(AgentUsageError, match="nothing queued"):
+            await agent.continue_()
+        assert agent.state.is_running is False
+        await agent.wait_for_idle()  # the refused calls left no run behind
+
+
+# --- failures ------------------------------------------------------------------------------
+
+
+async def test_a_model_error_is_a_result_with_error_message() -> None:
+    failing = AssistantMessage(
+        content=(Text(text="par"),), stop_reason="error", error_message="boom"
+    )
+    model = ScriptedModel([failing, reply()])
+    async with open_agent(model) as agent:
+        result = await agent.prompt("hi")
+        assert result.reason == "error"
+        assert result.error_message == "boom"
+        assert agent.state.error_message == "boom"
+        assert agent.state.messages[-1] == failing
+        await agent.prompt("again")
+        assert agent.state.error_message is None
+
+
+async def test_a_failing_hook_raises_and_keeps_the_paired_transcript() -> None:
+    calls = 0
+
+    def transform(messages: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise ValueError("transform broke")
+        return messages
+
+    probe = Probe()
+    model = ScriptedModel([tool_use("c1", "c2"), reply()])
+    config = LoopConfig(transform_context=transform)
+    async with open_agent(model, tools=[probe.tool], config=config) as agent:
+        with pytest.raises(AgentRunError) as info:
+            await agent.prompt("go")
+        assert isinstance(info.value.__cause__, ValueError)
+        state = agent.state
+        assert state.messages == info.value.result.transcript
+        check_transcript(state.messages)
+        # Not swallowed into an empty assistant message (pi #2188): the tail is the
+        # last tool result and no reply was invented.
+        assert [m.role for m in state.messages] == [
+            "user",
+            "assistant",
+            "tool_result",
+            "tool_result",
+        ]
+        assert state.error_message is not None
+        assert "transform broke" in state.error_message
+        assert state.is_running is False
+        # The agent stays usable.
+        model.add(reply())
+        calls = 10
+        assert (await agent.continue_()).reason == "stop"
+
+
+async def test_config_with_queue_hooks_is_refused() -> None:
+    def poll() -> list[Message]:
+        return []
+
+    with pytest.raises(AgentUsageError, match=r"agent\.steer\(\)"):
+        async with open_agent(ScriptedModel(), config=LoopConfig(get_steering_messages=poll)):
+            pass  # pragma: no cover
+    async with open_agent(ScriptedModel()) as agent:
+        with pytest.raises(AgentUsageError, match=r"agent\.follow_up\(\)"):
+            agent.config = LoopConfig(get_follow_up_messages=poll)
+        agent.config = LoopConfig(max_steps=3)  # other fields are fine
+        with pytest.raises(ValueError, match="steering_mode"):
+            agent.steering_mode = "two"  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="follow_up_mode"):
+        async with open_agent(ScriptedModel(), follow_up_mode="some"):  # type: ignore[arg-type]
+            pass  # pragma: no cover
+
+
+# --- subscribers ---------------------------------------------------------------------------
+
+
+async def test_subscribe_gets_every_event_and_nothing_before() -> None:
+    model = ScriptedModel([tool_use("c1"), reply("the end")], chunk_size=2)
+    probe = Probe()
+    seen: list[AgentEvent] = []
+    async with open_agent(model, tools=[probe.tool]) as agent:
+        async with agent.subscribe() as events, trio.open_nursery() as nursery:
+            with pytest.raises(trio.WouldBlock):
+                events.receive_nowait()  # no event on subscribe
+            nursery.start_soon(collect, events, seen)
+            result = await agent.prompt("go")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        assert type(seen[0]) is AgentStart
+        assert seen[-1] == AgentEnd(reason="stop", messages=result.messages)
+        assert [e.message for e in seen if type(e) is MessageEnd] == list(result.messages)
+        assert sum(type(e) is TurnStart for e in seen) == sum(type(e) is TurnEnd for e in seen) == 2
+        assert any(type(e) is MessageUpdate for e in seen)
+        # Unsubscribed: the next run reaches nobody, and nothing fails.
+        model.add(reply())
+        count = len(seen)
+        await agent.prompt("more")
+        assert len(seen) == count
+
+
+async def test_agent_end_reaches_subscribers_with_the_state_final() -> None:
+    model = ScriptedModel([reply("one"), reply("two")])
+    observed: list[tuple[bool, int]] = []
+    second: list[Any] = []
+    done = trio.Event()
+    async with open_agent(model) as agent:
+        async with agent.subscribe() as events, trio.open_nursery() as nursery:
+
+            async def prompt_again() -> None:
+                second.append(await agent.prompt("two"))
+                done.set()
+
+            async def watch() -> None:
+                async for event in events:
+                    if type(event) is AgentEnd and not observed:
+                        observed.append((agent.state.is_running, len(agent.state.messages)))
+                        # Reacting to AgentEnd with a new prompt (from another task)
+                        # works: it waits for the ending run's last step, no busy error.
+                        nursery.start_soon(prompt_again)
+
+            nursery.start_soon(watch)
+            await agent.prompt("one")
+            await done.wait()
+            nursery.cancel_scope.cancel()
+    assert observed == [(False, 2)]
+    assert second[0].reason == "stop"
+    assert texts(agent.state.messages) == ["one", "two"]
+
+
+async def test_a_slow_subscriber_applies_backpressure() -> None:
+    model = ScriptedModel([reply()])
+    async with open_agent(model) as agent, trio.open_nursery() as nursery:
+        async with agent.subscribe() as events:
+            nursery.start_soon(agent.prompt, "hi")
+            await trio.testing.wait_all_tasks_blocked()
+            # The run waits for us to take AgentStart: no request was made yet.
+            assert agent.state.is_running
+            assert model.requests == []
+            assert type(await events.receive()) is AgentStart
+            async for event in events:
+                if type(event) is AgentEnd:
+                    break
+        await agent.wait_for_idle()
+        assert len(model.requests) == 1
+
+
+async def test_drop_updates_subscriber_does_not_slow_the_stream(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([reply("x" * 40)], chunk_size=1)
+    seen: list[AgentEvent] = []
+    async with open_agent(model) as agent, trio.open_nursery() as nursery:
+        async with agent.subscribe(drop_updates=True) as events:
+
+            async def slow_reader() -> None:
+                async for event in events:
+                    seen.append(event)
+                    await trio.sleep(1)
+
+            nursery.start_soon(slow_reader)
+            result = await agent.prompt("hi")
+            nursery.cancel_scope.cancel()
+    updates = [e for e in seen if type(e) is MessageUpdate]
+    # Every other event arrived, in order; most of the 40 updates were dropped.
+    assert [type(e) for e in seen if type(e) is not MessageUpdate] == [
+        AgentStart, TurnStart, MessageStart, MessageEnd, MessageStart, MessageEnd, TurnEnd, AgentEnd
+    ]  # fmt: skip
+    assert len(updates) < 40
+    assert seen[-1] == AgentEnd(reason="stop", messages=result.messages)
+
+
+async def test_a_subscriber_that_leaves_does_not_break_the_run() -> None:
+    probe = Probe()
+    model = ScriptedModel([tool_use("c1"), reply()])
+    kept: list[AgentEvent] = []
+    async with open_agent(model, tools=[probe.tool]) as agent:
+        async with agent.subscribe() as steady, trio.open_nursery() as nursery:
+            nursery.start_soon(collect, steady, kept)
+            async with agent.subscribe() as leaving:
+                nursery.start_soon(agent.prompt, "go")
+                assert type(await leaving.receive()) is AgentStart
+                await trio.testing.wait_all_tasks_blocked()
+                # The run is now blocked handing TurnStart to us; we leave instead.
+                assert model.requests == []
+            await agent.wait_for_idle()
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+    assert kept[-1] == AgentEnd(reason="stop", messages=kept[-1].messages)  # type: ignore[union-attr]
+    assert [m.role for m in agent.state.messages] == [
+        "user", "assistant", "tool_result", "assistant"
+    ]  # fmt: skip
+
+
+async def test_a_later_subscriber_sees_only_later_runs() -> None:
+    model = ScriptedModel([reply("one"), reply("two")])
+    seen: list[AgentEvent] = []
+    async with open_agent(model) as agent:
+        await agent.prompt("one")
+        async with agent.subscribe() as events, trio.open_nursery() as nursery:
+            nursery.start_soon(collect, events, seen)
+            result = await agent.prompt("two")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+    assert type(seen[0]) is AgentStart
+    assert seen[-1] == AgentEnd(reason="stop", messages=result.messages)
+    assert sum(type(e) is AgentStart for e in seen) == 1
+    assert texts([e.message for e in seen if type(e) is MessageEnd]) == ["two"]
+
+
+# --- cancellation and closing --------------------------------------------------------------
+
+
+async def test_cancelling_prompt_aborts_the_run_and_tells_subscribers() -> None:
+    probe = Probe()
+    model = ScriptedModel([tool_use("c1", wait=True)])
+    seen: list[AgentEvent] = []
+    async with open_agent(model, tools=[probe.tool]) as agent:
+        async with agent.subscribe() as events, trio.open_nursery() as nursery:
+            nursery.start_soon(collect, events, seen)
+            with trio.CancelScope() as scope:
+
+                async def cancel_when_started() -> None:
+                    await probe.started["c1"].wait()
+                    scope.cancel()
+
+                nursery.start_soon(cancel_when_started)
+                await agent.prompt("go")
+            assert scope.cancelled_caught
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        assert agent.state.is_running is False
+        check_transcript(agent.state.messages)
+        assert agent.state.messages[-1].role == "tool_result"
+        assert seen[-1] == AgentEnd(reason="aborted", messages=seen[-1].messages)  # type: ignore[union-attr]
+        # The agent is usable again.
+        model.add(reply())
+        assert (await agent.continue_()).reason == "stop"
+
+
+async def test_leaving_open_agent_aborts_the_run_and_ends_subscriptions() -> None:
+    probe = Probe()
+    model = ScriptedModel([tool_use("c1", wait=True)])
+    seen: list[AgentEvent] = []
+    results: list[Any] = []
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            async with open_agent(model, tools=[probe.tool]) as agent:
+                events_cm = agent.subscribe()
+                events = await events_cm.__aenter__()
+
+                # On purpose, these tasks outlive the agent's block: it must end them.
+                async def watch() -> None:
+                    await collect(events, seen)
+
+                async def run() -> None:
+                    results.append(await agent.prompt("go"))
+
+                nursery.start_soon(watch)
+                nursery.start_soon(run)
+                await probe.started["c1"].wait()
+            # The run ended before the block was left; the subscription's iteration ended.
+            assert agent.state.is_running is False
+            assert results[0].reason == "aborted"
+            await events_cm.__aexit__(None, None, None)
+    assert type(seen[-1]) is AgentEnd
+    with pytest.raises(AgentUsageError, match="closed"):
+        await agent.prompt("late")
+    with pytest.raises(AgentUsageError, match="closed"):
+        agent.steer("late")
+
+
+async def test_leaving_open_agent_does_not_wait_forever_for_a_stuck_subscriber(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    probe = Probe()
+    model = ScriptedModel([tool_use("c1", wait=True)])
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            async with open_agent(model, tools=[probe.tool]) as agent:
+                stuck = agent.subscribe()
+                await stuck.__aenter__()  # never read
+
+                async def run() -> None:  # outlives the agent's block, on purpose
+                    await agent.prompt("go")
+
+                nursery.start_soon(run)
+                await trio.testing.wait_all_tasks_blocked()
+                start = trio.current_time()
+            # Bounded by cleanup_timeout (5 s) with the subscriber, then without it.
+            assert trio.current_time() - start == pytest.approx(5)
+            assert agent.state.is_running is False
