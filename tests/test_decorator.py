@@ -293,6 +293,27 @@ def test_a_tool_without_parameters() -> None:
     assert now.description == ""
 
 
+def test_an_annotated_description_beats_the_docstring() -> None:
+    @tool
+    async def f(
+        a: Annotated[int, msgspec.Meta(description="from the annotation", ge=0)],
+        b: Annotated[int, msgspec.Meta(ge=1)],
+    ) -> str:
+        """F.
+
+        Args:
+            a: from the docstring.
+            b: from the docstring.
+        """
+        await trio.lowlevel.checkpoint()
+        return ""
+
+    assert f.parameters["properties"] == {
+        "a": {"description": "from the annotation", "type": "integer", "minimum": 0},
+        "b": {"description": "from the docstring.", "type": "integer", "minimum": 1},
+    }
+
+
 # --- conversion to the annotated types ------------------------------------------------------
 
 
@@ -412,13 +433,16 @@ async def test_context_and_call_are_injected() -> None:
 
 async def test_any_name_annotated_tool_context_is_injected() -> None:
     @tool
-    async def who(context: Annotated[ToolContext, "injected"], n: int) -> str:
+    async def who(
+        context: Annotated[ToolContext, "injected"], n: int, c: ToolCall | None = None
+    ) -> str:
         await trio.lowlevel.checkpoint()
-        return f"{context.tool_name}:{n}"
+        assert c is not None
+        return f"{context.tool_name}:{n}:{c.id}"
 
     assert list(who.parameters["properties"]) == ["n"]
     results, _, _, _ = await run_calls(who, {"n": 1})
-    assert text_of(results[0]) == "who:1"
+    assert text_of(results[0]) == "who:1:c0"
 
 
 async def test_positional_only_parameters() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import inspect
 import re
+import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal, TypeAlias, overload
@@ -80,8 +81,9 @@ def tool(
     * parameters: a JSON Schema object built from the annotations (str, int, float,
       bool, lists, tuples, dicts, ``Literal``, enums, optional values, attrs classes,
       nested), with defaults; unknown properties are refused;
-    * a parameter annotated :class:`ToolContext` receives the call's context and one
-      annotated :class:`ToolCall` receives the call; neither is in the schema.
+    * a parameter annotated :class:`ToolContext` (or ``ToolContext | None``), whatever
+      its name, receives the call's context, and one annotated :class:`ToolCall`
+      receives the call; neither is in the schema.
 
     The function is called with the validated arguments converted to the annotated
     types, and returns ``str`` or :class:`ToolOutput`. ``label``, ``timeout``,
@@ -201,6 +203,11 @@ def _build(
 def _injected(hint: Any) -> str | None:
     if typing.get_origin(hint) is Annotated:
         hint = typing.get_args(hint)[0]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        # `ctx: ToolContext | None = None` still means "give me the context".
+        members = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(members) == 1:
+            hint = members[0]
     if hint is ToolContext:
         return "ctx"
     if hint is ToolCall:
@@ -210,7 +217,7 @@ def _injected(hint: Any) -> str | None:
 
 def _field(param: inspect.Parameter, hint: Any, doc: str | None) -> tuple[str, Any, Any]:
     if doc:
-        hint = Annotated[hint, msgspec.Meta(description=doc)]
+        hint = _annotate(hint, msgspec.Meta(description=doc))
     if param.default is param.empty:
         return (param.name, hint, msgspec.NODEFAULT)
     default = param.default
@@ -220,6 +227,16 @@ def _field(param: inspect.Parameter, hint: Any, doc: str | None) -> tuple[str, A
         hint = Annotated[hint, msgspec.Meta(extra_json_schema={"default": _jsonable(default)})]
         return (param.name, hint, msgspec.field(default_factory=lambda: copy.deepcopy(default)))
     return (param.name, hint, default)
+
+
+def _annotate(hint: Any, meta: msgspec.Meta) -> Any:
+    """``hint`` with ``meta`` added *before* its own metadata: msgspec lets the last
+    ``Meta`` win, and a description the author wrote in the annotation beats the
+    docstring's."""
+    if typing.get_origin(hint) is Annotated:
+        base, *extras = typing.get_args(hint)
+        return Annotated[(base, meta, *extras)]
+    return Annotated[hint, meta]
 
 
 def _jsonable(value: Any) -> Any:
