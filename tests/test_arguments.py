@@ -139,6 +139,8 @@ CASES: list[tuple[str, Any, Any, Any]] = [
     ("type-list-nullable", {"type": ["integer", "null"]}, "5", 5),
     ("type-list-null-stays", {"type": ["integer", "null"]}, None, None),
     ("type-list-int-or-number", {"type": ["integer", "number"]}, "5", 5),
+    ("type-list-int-first", {"type": ["integer", "number"]}, "5.0", 5),
+    ("type-list-number-first", {"type": ["number", "integer"]}, "5.0", 5.0),
     ("type-list-ambiguous-string", {"type": ["integer", "string"]}, "5", "5"),
     ("type-list-bool-or-int", {"type": ["boolean", "integer"]}, "true", True),
     ("type-list-bool-or-int-1", {"type": ["boolean", "integer"]}, "1", 1),
@@ -482,8 +484,16 @@ def test_remote_refs_are_never_fetched() -> None:
     assert "example.invalid" in info.value.text
 
 
-def test_broken_schema_is_reported_not_raised() -> None:
-    tool = make_tool({"type": "object", "properties": {"x": {"type": "integr"}}})
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {"type": "object", "properties": {"x": {"type": "integr"}}},
+        {"type": "object", "properties": {"x": {"enum": [object()]}}},
+    ],
+    ids=["not-a-type", "not-json"],
+)
+def test_broken_schema_is_reported_not_raised(parameters: dict[str, Any]) -> None:
+    tool = make_tool(parameters)
     with pytest.raises(InvalidArguments, match="invalid parameters schema"):
         check_arguments(tool, {"x": 1})
 

@@ -61,15 +61,22 @@ class _Compiled:
     def __init__(self, parameters: Mapping[str, Any]) -> None:
         self.validator: jsonschema_rs.Validator | None = None
         self.problem: str | None = None
-        schema = _plain(parameters)
-        self.converter = Converter(schema)
+        self.converter: Converter | None = None
         try:
+            schema = _plain(parameters)
             # offline: a remote $ref is an error here, never a network request at run time.
             self.validator = jsonschema_rs.validator_for(
                 schema, validate_formats=True, offline=True
             )
-        except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as exc:
+        except (
+            jsonschema_rs.ValidationError,
+            jsonschema_rs.ReferencingError,
+            ValueError,
+            TypeError,
+        ) as exc:
             self.problem = _first_line(str(exc))
+        else:
+            self.converter = Converter(schema)
 
 
 _compiled: weakref.WeakKeyDictionary[Tool, _Compiled] = weakref.WeakKeyDictionary()
@@ -113,8 +120,8 @@ def check_arguments(tool: Tool, raw: Mapping[str, Any]) -> Mapping[str, Any]:
             listed — or the tool's own schema is broken.
     """
     compiled = _compiled_for(tool)
-    validator = compiled.validator
-    if validator is None:
+    validator, converter = compiled.validator, compiled.converter
+    if validator is None or converter is None:
         raise InvalidArguments(
             f'Tool "{tool.name}" has an invalid parameters schema: {compiled.problem}'
         )
@@ -123,7 +130,7 @@ def check_arguments(tool: Tool, raw: Mapping[str, Any]) -> Mapping[str, Any]:
             return raw
     except ValueError:
         pass  # not plain JSON data: the slow path below copies it
-    candidate: Mapping[str, Any] = compiled.converter.convert(raw)
+    candidate: Mapping[str, Any] = converter.convert(raw)
     try:
         errors = list(validator.iter_errors(candidate))
     except ValueError:
@@ -212,7 +219,7 @@ def _plain(value: Any) -> Any:
         out: dict[str, Any] = {}
         changed = t is not dict
         for k, v in value.items():
-            if type(k) is not str:
+            if not isinstance(k, str):
                 raise TypeError(f"object key {k!r} is not a string")
             p = _plain(v)
             changed = changed or p is not v

@@ -71,7 +71,7 @@ def json_type(value: Any) -> str | None:
     return None
 
 
-def _admits_type(types: frozenset[str], actual: str | None, value: Any) -> bool:
+def _admits_type(types: tuple[str, ...], actual: str | None, value: Any) -> bool:
     if actual is None or actual in types:
         return True  # (not JSON: left for validation to report)
     if actual == "integer":
@@ -191,7 +191,8 @@ class _Node:
         self.ref: _Node | None = None
         self.all_of: tuple[_Node, ...] = ()
         self.unions: tuple[tuple[_Node, ...], ...] = ()
-        self.types: frozenset[str] | None = None
+        # In schema order: where two conversions are equal (5 and 5.0), the first wins.
+        self.types: tuple[str, ...] | None = None
         self.enum: tuple[Any, ...] | None = None  # enum members, or (const,)
         self.props: dict[str, _Node] = {}
         self.patterns: tuple[tuple[re.Pattern[str], _Node], ...] = ()
@@ -232,9 +233,9 @@ class _Compiler:
         )
         types = schema.get("type")
         if isinstance(types, str):
-            node.types = frozenset((types,))
+            node.types = (types,)
         elif isinstance(types, list):
-            node.types = frozenset(t for t in types if isinstance(t, str))
+            node.types = tuple(t for t in types if isinstance(t, str))
         if isinstance(schema.get("enum"), list):
             node.enum = tuple(schema["enum"])
         elif "const" in schema:
