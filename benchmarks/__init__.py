@@ -1,0 +1,1 @@
+"""trio-agent's benchmark suite (``python -m benchmarks`` or ``trio-agent bench``)."""

@@ -1,0 +1,55 @@
+"""The peers: the same W1–W3 workloads on pydantic-ai, the OpenAI Agents SDK and LangGraph.
+
+Optional: ``pip install -e '.[bench-peers]'``. A peer whose package is not importable is
+skipped with one line saying so. Each peer lives in its own ``peer_*.py`` file that
+imports its framework at the top, so nothing is imported unless the peer runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from benchmarks._harness import Case, Measure
+
+__all__ = ["PEERS", "missing_peers", "peers_for"]
+
+# display name -> (our module, the framework's import name, its PyPI distribution)
+PEERS = {
+    "pydantic-ai": ("benchmarks.peer_pydantic_ai", "pydantic_ai", "pydantic-ai-slim"),
+    "openai-agents": ("benchmarks.peer_openai_agents", "agents", "openai-agents"),
+    "langgraph": ("benchmarks.peer_langgraph", "langgraph", "langgraph"),
+}
+
+# Which peer function runs which case.
+_BY_CASE = {"W1:no consumer": "w1", "W2:wide batch": "w2", "W3:many runs": "w3"}
+
+
+def _installed(import_name: str) -> bool:
+    try:
+        return importlib.util.find_spec(import_name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_peers() -> list[str]:
+    """One line per peer that is not installed."""
+    return [
+        f"peer {name}: not installed ({dist}); pip install -e '.[bench-peers]' to compare"
+        for name, (_, import_name, dist) in PEERS.items()
+        if not _installed(import_name)
+    ]
+
+
+def peers_for(case: Case) -> dict[str, Measure]:
+    """The installed peers' contenders for ``case`` (none for cases peers do not run)."""
+    function = _BY_CASE.get(case.key)
+    if function is None:
+        return {}
+    out: dict[str, Measure] = {}
+    for name, (module_name, import_name, _) in PEERS.items():
+        if _installed(import_name):
+            out[name] = getattr(importlib.import_module(module_name), function)
+    return out

@@ -1,0 +1,192 @@
+"""W1, turn overhead: T turns of one no-op tool call, then a final stop.
+
+``ours`` runs ``run_agent_loop`` (no event consumer) or ``open_agent_loop`` with a
+consumer reading every event; the model is ``ScriptedModel`` replaying prebuilt event
+lists (no task per stream). The floor is the loop a trio user would write by hand with
+nothing else: read the reply from an equally cheap in-memory stream (the same events,
+scheduled like ``ScriptedModel``'s), append it to a list, run its calls in a
+nursery, append the results. No validation, no events, no result objects.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from benchmarks._harness import Case, Stopwatch, Timing
+from trio_agent import (
+    AssistantMessage,
+    Context,
+    Done,
+    LoopConfig,
+    Text,
+    Tool,
+    ToolCall,
+    UserMessage,
+    open_agent_loop,
+    run_agent_loop,
+)
+from trio_agent.testing import ScriptedModel, events_for
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from trio_agent import AssistantEvent, ToolContext
+
+SIZES = (20, 200, 1000)
+
+
+async def _noop(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext | None) -> str:
+    return "ok"
+
+
+NOOP = Tool(
+    name="noop",
+    description="Does nothing.",
+    parameters={"type": "object", "properties": {}},
+    execute=_noop,
+)
+
+
+def script(turns: int) -> tuple[list[AssistantEvent], ...]:
+    """The replies as event lists: ``turns`` one-call replies, then a final text."""
+    replies = [
+        AssistantMessage(
+            content=(ToolCall(id=f"call-{i}", name="noop", arguments={}),),
+            stop_reason="tool_use",
+        )
+        for i in range(turns)
+    ]
+    replies.append(AssistantMessage(content=(Text(text="done"),), stop_reason="stop"))
+    return tuple(events_for(m) for m in replies)
+
+
+# --- ours --------------------------------------------------------------------------------
+
+
+async def _ours(replies: Sequence[list[AssistantEvent]], consumer: bool) -> Timing:
+    turns = len(replies) - 1
+    model = ScriptedModel(replies)
+    context = Context(tools=(NOOP,))
+    config = LoopConfig(max_steps=len(replies))
+    prompts = [UserMessage.text("go")]
+    with Stopwatch() as watch:
+        if consumer:
+            async with open_agent_loop(prompts, context, model, config) as run:
+                async for _ in run.events:
+                    pass
+            result = run.result
+        else:
+            result = await run_agent_loop(prompts, context, model, config)
+    assert result is not None
+    assert result.reason == "stop", result.reason
+    assert result.steps == turns + 1
+    assert len(result.turns) == turns + 1
+    return watch.timing
+
+
+def ours_plain(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
+    return trio.run(_ours, replies, False)
+
+
+def ours_consumer(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
+    return trio.run(_ours, replies, True)
+
+
+# --- the floor ---------------------------------------------------------------------------
+
+
+class ListStream:
+    """An in-memory reply stream exactly as cheap as ``ScriptedModel``'s: the first
+    event is a full checkpoint (like a first network read), later ones only check for
+    cancellation."""
+
+    __slots__ = ("_events", "_i")
+
+    def __init__(self, events: Sequence[Any]) -> None:
+        self._events = events
+        self._i = 0
+
+    def __aiter__(self) -> ListStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        i = self._i
+        if i == 0:
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        if i >= len(self._events):
+            raise StopAsyncIteration
+        self._i = i + 1
+        return self._events[i]
+
+
+async def read_reply(events: Sequence[Any]) -> AssistantMessage:
+    async for event in ListStream(events):
+        if type(event) is Done:
+            return event.message
+    raise AssertionError("no Done")
+
+
+async def run_call(tools: dict[str, Any], call: ToolCall, results: list[Any], i: int) -> None:
+    results[i] = (call.id, await tools[call.name](call, call.arguments, None))
+
+
+async def floor_loop(replies: Sequence[Sequence[Any]], tools: dict[str, Any]) -> list[Any]:
+    """The bare loop: stream a reply, run its calls in a nursery, repeat."""
+    transcript: list[Any] = ["go"]
+    for events in replies:
+        reply = await read_reply(events)
+        transcript.append(reply)
+        calls = reply.tool_calls
+        if not calls:
+            break
+        results: list[Any] = [None] * len(calls)
+        async with trio.open_nursery() as nursery:
+            for i, call in enumerate(calls):
+                nursery.start_soon(run_call, tools, call, results, i)
+        transcript.extend(results)
+    return transcript
+
+
+async def _floor(replies: Sequence[list[AssistantEvent]]) -> Timing:
+    tools = {"noop": _noop}
+    with Stopwatch() as watch:
+        transcript = await floor_loop(replies, tools)
+    assert len(transcript) == 2 * len(replies)
+    return watch.timing
+
+
+def floor(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
+    return trio.run(_floor, replies)
+
+
+CASES = (
+    Case(
+        workload="W1",
+        name="no consumer",
+        size_label="T",
+        unit="turn",
+        sizes=SIZES,
+        quick_sizes=(20,),
+        ours=ours_plain,
+        floor=floor,
+        prepare=script,
+        module=__name__,
+        peer_sizes=(200,),
+    ),
+    Case(
+        workload="W1",
+        name="consumer",
+        size_label="T",
+        unit="turn",
+        sizes=SIZES,
+        quick_sizes=(20,),
+        ours=ours_consumer,
+        floor=floor,
+        prepare=script,
+        module=__name__,
+    ),
+)

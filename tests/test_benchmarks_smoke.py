@@ -1,0 +1,115 @@
+"""The benchmark suite still runs: every workload once at its smallest size.
+
+No timing assertions (CI machines are noisy); the workloads assert their own results
+(steps, reasons, batch statistics), so a broken loop or a broken benchmark fails here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+from benchmarks import suite
+from benchmarks._harness import Progress, Row, measure_case, rss_in_subprocess, tables
+from benchmarks._peers import PEERS, missing_peers, peers_for
+
+from trio_agent import _cmd_bench, cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+CASES = suite._cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.key for c in CASES])
+def test_each_case_runs_at_its_smallest_size(case: suite.Case) -> None:
+    size = case.quick_sizes[0]
+    row = measure_case(case, size, repeats=1, memory=False)
+    assert row.workload == case.workload
+    assert row.n == size
+    for who in ("ours", "floor"):
+        assert len(row.samples[who]) == 1
+        assert row.samples[who][0] > 0
+        assert row.cpu[who][0] >= 0
+    assert row.ratio is not None
+    assert row.ratio > 0
+
+
+def test_every_workload_has_a_case_or_an_external_file() -> None:
+    assert {c.workload for c in CASES} == {"W1", "W2", "W3", "W4"}
+    assert set(suite.WORKLOADS) == set(_cmd_bench.WORKLOADS)
+
+
+def test_peak_rss_in_a_subprocess() -> None:
+    (case,) = [c for c in CASES if c.workload == "W3"]
+    growth = rss_in_subprocess(case, "floor", case.quick_sizes[0])
+    assert isinstance(growth, int)
+    assert growth >= 0
+
+
+def test_validation_workload_through_the_suite() -> None:
+    report = suite.run_suite(only=["W5"], quick=True, peers=False)
+    if any("bench_validation" in s for s in report.skipped):
+        pytest.skip("benchmarks/bench_validation.py is not there")
+    assert report.rows
+    for row in report.rows:
+        assert row.workload == "W5"
+        assert row.ours is not None
+        assert row.ours > 0
+
+
+def test_command_line_quick_run_writes_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bench.json"
+    code = cli.main(
+        ["bench", "--quick", "--only", "W4", "--no-memory", "--quiet", "--json", str(out)]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "W4 streaming" in printed
+    assert "| workload" in printed
+    data = json.loads(out.read_text())
+    (row,) = data["rows"]
+    assert row["workload"] == "W4"
+    assert row["size"] == "N=1,000"
+    assert row["ours_s"] > 0
+    assert row["floor_s"] > 0
+    assert data["meta"]["quick"] is True
+
+
+def test_command_line_rejects_an_unknown_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "--only", "W9", "--quiet"]) == 2
+    assert "unknown workload" in capsys.readouterr().err
+
+
+def test_progress_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    suite.run_suite(only=["W4"], quick=True, repeats=1, memory=False, progress=Progress())
+    captured = capsys.readouterr()
+    assert "W4 streaming N=1,000" in captured.err
+    assert captured.out == ""
+
+
+def test_missing_peers_are_named() -> None:
+    lines = missing_peers()
+    for line in lines:
+        assert "pip install -e '.[bench-peers]'" in line
+    assert len(lines) <= len(PEERS)
+    w4 = next(c for c in CASES if c.workload == "W4")
+    assert peers_for(w4) == {}
+
+
+def test_peer_table_shows_how_many_times_ours() -> None:
+    row = Row(
+        workload="W1",
+        case="no consumer",
+        size="T=200",
+        n=200,
+        unit="turn",
+        samples={"ours": [0.01], "floor": [0.005], "langgraph": [0.5]},
+    )
+    text = tables([row])
+    assert "2.00×" in text  # ours vs the floor
+    assert "langgraph" in text
+    assert "(50× ours)" in text
