@@ -1,102 +1,224 @@
-"""``trio-agent demo``: an offline scripted session (the README round trip)."""
+"""``trio-agent demo``: an offline scripted session on the current folder, shown live.
+
+A scripted model (no key, no network) tours the folder through the real workspace tools
+— ls, two reads in parallel, grep (and ``wc`` through bash unless ``--no-bash``), then an
+answer — and the run is shown as it happens. The demo only reads: it gives the model no
+tool that writes. Every finished message goes to a JSONL transcript outside the folder,
+whose path is the last line of output.
+
+Ctrl-C aborts the run (the transcript stays paired) and exits 130; a second Ctrl-C exits
+at once. A reader that goes away (``trio-agent demo --json | head``) ends the run quietly.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import io
+import os
+import signal
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from functools import partial
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any, TextIO
 
+import attrs
 import trio
 
-from . import _events as ev
+from ._demo_script import SYSTEM_PROMPT, PacedModel, demo_model, prompt_for
+from ._demo_view import JsonView, LiveView, Output, wants_color
+from ._errors import AgentRunError, AgentUsageError, TranscriptFormatError
 from ._hooks import Context
-from ._loop import open_agent_loop
-from ._messages import AssistantMessage, Text, ToolCall, UserMessage
-from ._serde import event_to_json
-from ._tools import Tool, ToolContext
-from .testing import ScriptedModel
+from ._jsonl import JsonlTranscript
+from ._loop import AgentRun, open_agent_loop
+from ._messages import UserMessage
+from .tools import workspace
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator
 
-FILES = {"README.md": "# tiny-pi\nA small agent runtime.\n"}
+__all__ = ["add_arguments", "default_transcript_path", "run", "run_demo"]
+
+READ_ONLY_TOOLS = ("read", "ls", "find", "grep", "bash")
+DEFAULT_PACE = 0.012
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print events as JSON lines")
-
-
-async def _read(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
-    await trio.sleep(0.05)
-    path = args["path"]
-    if path not in FILES:
-        raise FileNotFoundError(f"no such file: {path}")
-    return FILES[path]
-
-
-def _session() -> tuple[Context, ScriptedModel, UserMessage]:
-    read = Tool(
-        name="read",
-        description="Read a text file.",
-        parameters={
-            "type": "object",
-            "properties": {"path": {"type": "string"}},
-            "required": ["path"],
-        },
-        execute=_read,
+    parser.description = (
+        "Run an offline scripted session on the current folder and show it live: a "
+        "scripted model (no API key, no network) lists the folder, reads two files in "
+        "parallel, searches it and answers, through the real workspace tools. It only "
+        "reads; the folder is never written to."
     )
-    model = ScriptedModel(
-        [
-            AssistantMessage(
-                content=(
-                    Text(text="I'll read the project description first."),
-                    ToolCall(id="call-1", name="read", arguments={"path": "README.md"}),
-                ),
-                stop_reason="tool_use",
-            ),
-            AssistantMessage(
-                content=(Text(text="The project is called tiny-pi."),), stop_reason="stop"
-            ),
-        ],
-        chunk_size=6,
+    parser.epilog = (
+        "The transcript (one JSON line per message) goes to $XDG_STATE_HOME/trio-agent/"
+        "demo/ (default ~/.local/state/...) unless --transcript is given; the last line "
+        "of output is 'transcript: PATH'. Exit codes: 0 the run ended normally, 1 it did "
+        "not (or the transcript could not be written), 2 bad usage, 130 interrupted by "
+        "Ctrl-C (the run is aborted, its transcript kept)."
     )
-    context = Context(system_prompt="You are a helpful coding agent.", tools=(read,))
-    return context, model, UserMessage.text("Read README.md and tell me the project name.")
+    parser.add_argument(
+        "--json", action="store_true", help="print the run's events as JSON lines instead"
+    )
+    parser.add_argument(
+        "--transcript", metavar="PATH", type=Path, help="write the JSONL transcript here"
+    )
+    parser.add_argument(
+        "--no-bash", action="store_true", help="do not give the model the bash tool"
+    )
+    parser.add_argument(
+        "--pace",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_PACE,
+        help=f"seconds per streamed chunk of text (default {DEFAULT_PACE}; 0: full speed)",
+    )
 
 
-def _show(event: ev.AgentEvent) -> None:
-    if isinstance(event, ev.MessageUpdate) and isinstance(event.event, ev.TextDelta):
-        print(event.event.delta, end="", flush=True)
-    elif isinstance(event, ev.MessageEnd):
-        m = event.message
-        if m.role == "assistant":
-            print()
-        elif m.role == "user":
-            print(f"user: {m.content[0].text if m.content else ''}")  # type: ignore[union-attr]
-    elif isinstance(event, ev.ToolExecutionStart):
-        print(f"  → {event.tool_name}({dict(event.args)})")
-    elif isinstance(event, ev.ToolExecutionEnd):
-        print(f"  ← {event.tool_name}: {event.outcome}, {event.result.text!r}")
-    elif isinstance(event, ev.TurnStart):
-        print(f"[turn {event.index}] ", end="")
-    elif isinstance(event, ev.AgentEnd):
-        print(f"end: {event.reason}")
+def default_transcript_path() -> Path:
+    """A new file under ``$XDG_STATE_HOME/trio-agent/demo`` (``~/.local/state``)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    name = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
+    return Path(base) / "trio-agent" / "demo" / name
 
 
-async def _main(as_json: bool) -> int:
-    context, model, prompt = _session()
-    async with open_agent_loop([prompt], context, model) as run:
-        async for event in run.events:
-            if as_json:
-                print(event_to_json(event))
-            else:
-                _show(event)
+def _prepare_transcript(chosen: Path | None) -> Path:
+    """The transcript path, its folder created; falls back to the temp folder when the
+    state folder cannot be made (a read-only home)."""
+    path = chosen if chosen is not None else default_transcript_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        if chosen is not None:
+            raise
+        path = Path(tempfile.mkdtemp(prefix="trio-agent-demo-")) / path.name
+    return path
+
+
+@attrs.define
+class _Interrupt:
+    count: int = 0
+
+
+async def _abort_on_sigint(
+    signals: AsyncIterator[int], run: AgentRun, interrupt: _Interrupt
+) -> None:
+    """First Ctrl-C: abort the run (it ends paired). Second: raise KeyboardInterrupt."""
+    async for _ in signals:
+        interrupt.count += 1
+        if interrupt.count > 1:
+            raise KeyboardInterrupt
+        run.abort("interrupted by Ctrl-C")
+
+
+async def run_demo(
+    folder: str,
+    out: TextIO,
+    *,
+    transcript: Path,
+    as_json: bool = False,
+    bash: bool = True,
+    pace: float = DEFAULT_PACE,
+    live: bool | None = None,
+    handle_sigint: bool = False,
+) -> int:
+    """Play the demo session on ``folder``, writing the display to ``out``.
+
+    Returns the exit code (0 stop, 1 another end, 130 aborted by Ctrl-C). The last line
+    written is ``transcript: PATH`` unless the reader went away.
+
+    Raises:
+        AgentRunError: a bug ended the run.
+        TranscriptFormatError, OSError: the transcript cannot be written.
+    """
+    name = PurePath(folder).name or folder
+    tools = tuple(t for t in workspace(folder, allow_bash=bash) if t.name in READ_ONLY_TOOLS)
+    model = PacedModel(demo_model(name, bash=bash), pace)
+    context = Context(system_prompt=SYSTEM_PROMPT, tools=tools)
+    output = Output(out)
+    if live is None:
+        live = out.isatty()
+    view: LiveView | JsonView
+    if as_json:
+        view = JsonView(output)
+    else:
+        view = LiveView(output, live=live, color=live and wants_color(out))
+        view.header(folder, [t.name for t in tools], bash)
+    interrupt = _Interrupt()
+    began = trio.current_time()
+    # The handler is in place before the run starts: no Ctrl-C falls between the two.
+    with trio.open_signal_receiver(signal.SIGINT) if handle_sigint else nullcontext() as signals:
+        async with (
+            JsonlTranscript(transcript, fsync="turn") as sink,
+            open_agent_loop([UserMessage.text(prompt_for(name))], context, model) as run,
+            trio.open_nursery() as nursery,
+        ):
+            if signals is not None:
+                nursery.start_soon(_abort_on_sigint, signals, run, interrupt)
+            if isinstance(view, LiveView) and live:
+                nursery.start_soon(view.spin)
+            async for event in run.events:
+                # Every event reaches the transcript, also after the reader went away:
+                # the abort's clean-up results keep it paired.
+                await sink.write_event(event)
+                if output.broken:
+                    run.abort("the output was closed")
+                else:
+                    view.show(event)
+            nursery.cancel_scope.cancel()
     result = run.result
     assert result is not None
-    if not as_json:
-        print(" → ".join(m.role for m in result.messages))
-        print(f"steps {result.steps}, reason {result.reason}")
-    return 0
+    if isinstance(view, LiveView):
+        view.footer(result.reason, result.steps, len(result.messages), trio.current_time() - began)
+    output.line(f"transcript: {transcript}")
+    if output.broken:
+        return 0
+    if interrupt.count:
+        print("interrupted: the run was aborted; its transcript is kept", file=sys.stderr)
+        return 130
+    return 0 if result.reason == "stop" else 1
+
+
+def _complain(text: str) -> None:
+    print(f"trio-agent demo: {text}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
-    return trio.run(_main, bool(args.json))
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # A terminal that cannot show a character gets a "?", not a crash.
+        sys.stdout.reconfigure(errors="replace")
+    try:
+        transcript = _prepare_transcript(args.transcript)
+    except OSError as exc:
+        _complain(f"cannot create the folder of the transcript: {exc}")
+        return 1
+    demo = partial(
+        run_demo,
+        os.getcwd(),
+        sys.stdout,
+        transcript=transcript,
+        as_json=bool(args.json),
+        bash=not args.no_bash,
+        pace=max(0.0, float(args.pace)),
+        handle_sigint=True,
+    )
+    code = 1
+    # A failure inside the run's nursery arrives as a group; these are the expected ones.
+    try:
+        code = trio.run(demo)
+    except* (TranscriptFormatError, AgentUsageError, OSError) as group:
+        _complain(f"cannot write the transcript {transcript}: {_first(group)}")
+    except* AgentRunError as group:
+        _complain(f"the run failed: {_first(group)}")
+    return code
+
+
+def _first(group: BaseExceptionGroup[Any]) -> BaseException:
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
