@@ -47,9 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        # Building the parser imports every sub-command: Ctrl-C may come that early.
+        args = build_parser().parse_args(argv)
         code: int = _module(args.command).run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
