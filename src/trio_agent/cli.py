@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("trio_agent._cmd_demo", "run an offline scripted session and show it live"),
     "check": ("trio_agent._cmd_check", "check (and repair) a JSONL transcript"),
     "bench": ("trio_agent._cmd_bench", "run the benchmarks against a bare trio floor"),
+    "chat": ("trio_agent._cmd_chat", "chat with a real model that uses the workspace tools"),
 }
 
 

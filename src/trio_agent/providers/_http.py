@@ -312,7 +312,10 @@ class Session:
     def __init__(
         self, *, base_url: str, options: HTTPOptions, secret: Secret, key_hint: str
     ) -> None:
-        url = httpx2.URL(base_url)
+        try:
+            url = httpx2.URL(base_url)
+        except httpx2.InvalidURL as exc:
+            raise ValueError(f"base_url is not a valid URL ({exc}): {base_url!r}") from None
         if url.scheme not in ("http", "https") or not url.host:
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
@@ -588,6 +591,11 @@ class HTTPModel:
         """
         builder = ReplyBuilder(model=request.options.model or self.model, provider=self.provider)
         return _safe_produce(self._session, lambda: self._prepare(request, builder), builder)
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return self._session.base_url
 
     @property
     def options(self) -> HTTPOptions:

@@ -1,0 +1,357 @@
+"""``trio-agent chat``: an interactive session with a real model, on the Agent.
+
+Type a message and press Enter: the agent answers, with the workspace tools on
+``--folder`` (read, write, edit, ls, find, grep and bash). Text typed while it works is
+sent as steering — the model reads it after its current step. Ctrl-C aborts the run in
+progress (the transcript stays paired); a second Ctrl-C in a row exits. End of input
+(Ctrl-D) or ``/exit`` leaves once the current run is over. Every finished message goes
+to a JSONL transcript, whose path is the last line of output.
+
+Theory of operation: one task reads stdin (a worker thread per line) into a channel;
+:func:`run_chat` takes a line when the agent is idle and ``prompt()``\\ s it, while a
+second task turns the lines typed during that run into ``steer()`` calls (only once the
+run has begun, so a steering message never overtakes the prompt it follows). A third
+task shows the agent's events and writes them to the transcript; a fourth turns SIGINT
+into ``abort()`` or, the second time, into leaving.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import signal
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import attrs
+import trio
+
+from . import _events as ev
+from ._agent import Agent, open_agent
+from ._demo_view import LiveView, Output, wants_color
+from ._errors import AgentRunError, AgentUsageError, TranscriptFormatError
+from ._hooks import LoopConfig
+from ._jsonl import JsonlTranscript
+from ._messages import UserMessage
+from ._model import ModelOptions
+from .providers import Anthropic, OpenAIChat
+from .tools import workspace
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import AsyncIterator, Sequence
+
+    from ._model import Model
+    from ._tools import Tool
+
+__all__ = ["add_arguments", "run", "run_chat"]
+
+SYSTEM_PROMPT = (
+    "You are a coding agent working in the folder {folder}. Use the tools to look at and "
+    "change files there. Be concise."
+)
+EXIT_WORDS = ("/exit", "/quit")
+DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Chat with a real model (an OpenAI-compatible server — OpenAI, vLLM, llama.cpp, "
+        "Ollama — or Anthropic) that can use the workspace tools on a folder. Text typed "
+        "during a run steers it; Ctrl-C aborts the run, a second Ctrl-C exits; Ctrl-D or "
+        "/exit leaves after the current run."
+    )
+    parser.epilog = (
+        "The API key comes from OPENAI_API_KEY or ANTHROPIC_API_KEY (a local server may "
+        "need none). The transcript (one JSON line per message) goes to $XDG_STATE_HOME/"
+        "trio-agent/chat/ (default ~/.local/state/...) unless --transcript is given; the "
+        "last line of output is 'transcript: PATH'. Exit codes: 0 normal end, 1 the "
+        "transcript could not be written, 2 bad usage, 130 left with Ctrl-C."
+    )
+    parser.add_argument("--provider", choices=("openai", "anthropic"), default="openai")
+    parser.add_argument("--model", required=True, metavar="NAME", help="the model name")
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the API root (default: the provider's; e.g. http://localhost:8000/v1 for vLLM)",
+    )
+    parser.add_argument(
+        "--folder", default=".", metavar="DIR", help="the tools' workspace (default: .)"
+    )
+    parser.add_argument("--no-tools", action="store_true", help="give the model no tools")
+    parser.add_argument("--no-bash", action="store_true", help="leave out the bash tool")
+    parser.add_argument("--system", metavar="TEXT", help="the system prompt")
+    parser.add_argument("--reasoning", metavar="LEVEL", help="minimal, low, medium or high")
+    parser.add_argument("--max-tokens", metavar="N", type=int, help="longest reply, in tokens")
+    parser.add_argument(
+        "--transcript", metavar="PATH", type=Path, help="write the JSONL transcript here"
+    )
+
+
+@attrs.define
+class _Session:
+    interrupts: int = 0
+    exit_code: int = 0
+    leaving: bool = False
+    aborting: bool = False
+    """The run in progress was aborted: what is typed now is the next prompt."""
+    pending: list[str] = attrs.field(factory=list)
+    """Lines taken during a run that are prompts for after it."""
+    run_started: trio.Event = attrs.field(factory=trio.Event)
+
+
+async def _display(
+    events: trio.MemoryReceiveChannel[ev.AgentEvent],
+    sink: JsonlTranscript,
+    view: LiveView,
+    session: _Session,
+) -> None:
+    async for event in events:
+        await sink.write_event(event)
+        if type(event) is ev.AgentStart:
+            session.run_started.set()
+        view.show(event)
+        if type(event) is ev.AgentEnd and event.reason not in ("stop", "terminated"):
+            view.line(view.s.dim(f"  (the run ended: {event.reason})"))
+
+
+async def _on_interrupt(
+    signals: AsyncIterator[Any],
+    agent: Agent,
+    session: _Session,
+    view: LiveView,
+    scope: trio.CancelScope,
+) -> None:
+    async for _ in signals:
+        session.interrupts += 1
+        if session.interrupts > 1:
+            session.exit_code = 130
+            view.line(view.s.dim("exiting"))
+            scope.cancel()
+            return
+        if agent.state.is_running:
+            session.aborting = True
+            agent.abort("interrupted by Ctrl-C")
+            view.line(view.s.dim("aborted — press Ctrl-C again to exit"))
+        else:
+            view.line(view.s.dim("press Ctrl-C again (or Ctrl-D, or type /exit) to exit"))
+
+
+async def _steer(
+    lines: trio.MemoryReceiveChannel[str], agent: Agent, session: _Session, view: LiveView
+) -> None:
+    async for line in lines:
+        text = line.strip()
+        if not text:
+            continue
+        if text in EXIT_WORDS:
+            # Leave once this run is over: nothing else is read.
+            session.leaving = True
+            return
+        if session.aborting:
+            session.pending.append(text)
+            continue
+        if not session.run_started.is_set():
+            # A message queued before the run begins would go ahead of its prompt. If
+            # the wait is cancelled (the run is over), the line is the next prompt.
+            steered = False
+            try:
+                await session.run_started.wait()
+                steered = True
+            finally:
+                if not steered:
+                    session.pending.append(text)
+        session.interrupts = 0
+        agent.steer(UserMessage.text(text))
+        view.line(view.s.dim("  (steering: the model reads this after its current step)"))
+
+
+async def _converse(
+    lines: trio.MemoryReceiveChannel[str], agent: Agent, session: _Session, view: LiveView
+) -> None:
+    while not session.leaving:
+        if session.pending:
+            text = session.pending.pop(0)
+        else:
+            try:
+                text = (await lines.receive()).strip()
+            except trio.EndOfChannel:
+                return
+        if not text:
+            continue
+        if text in EXIT_WORDS:
+            return
+        session.interrupts = 0
+        session.aborting = False
+        session.run_started = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_steer, lines, agent, session, view)
+            try:
+                result = await agent.prompt(text)
+                # Steering typed after the run's last poll waits in the queue: answer it
+                # now rather than with the next prompt.
+                while result.reason != "aborted" and agent.has_queued_messages:
+                    session.run_started = trio.Event()
+                    result = await agent.continue_()
+            except AgentRunError as exc:
+                view.line(view.s.red(f"  error: {exc}"))
+            nursery.cancel_scope.cancel()
+
+
+async def run_chat(
+    model: Model,
+    *,
+    lines: trio.MemoryReceiveChannel[str],
+    out: TextIO,
+    sink: JsonlTranscript,
+    tools: Sequence[Tool] = (),
+    system_prompt: str = "",
+    config: LoopConfig | None = None,
+    signals: AsyncIterator[Any] | None = None,
+    title: str = "",
+) -> int:
+    """Hold a chat session: each line of ``lines`` is a prompt, or steering during a run.
+
+    Ends when ``lines`` ends (after the current run) or at a second item of ``signals``
+    in a row (the first aborts the run in progress). Every event goes to ``sink`` (an
+    open transcript). Returns the exit code: 0, or 130 when left by a signal. The last
+    line written is ``transcript: PATH``.
+
+    Raises:
+        OSError: the transcript cannot be written (inside an exception group).
+    """
+    session = _Session()
+    output = Output(out)
+    live = out.isatty()
+    view = LiveView(output, live=live, color=live and wants_color(out))
+    s = view.s
+    if title:
+        view.line(s.bold("trio-agent chat") + s.dim(f" · {title}"))
+    view.line(s.dim(f"tools: {', '.join(t.name for t in tools) or 'none'}"))
+    view.line(s.dim("type a message and press Enter; typing during a run steers it; Ctrl-C aborts"))
+    async with (
+        open_agent(model, tools=tools, system_prompt=system_prompt, config=config) as agent,
+        agent.subscribe() as events,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(_display, events, sink, view, session)
+        # A second Ctrl-C cancels the conversation only: the run it cancels still hands
+        # its closing events (the aborted reply, its skipped results) to the display,
+        # which writes them to the transcript.
+        conversation = trio.CancelScope()
+        if signals is not None:
+            nursery.start_soon(_on_interrupt, signals, agent, session, view, conversation)
+        with conversation:
+            await _converse(lines, agent, session, view)
+        await agent.wait_for_idle()
+        nursery.cancel_scope.cancel()
+    output.line(f"transcript: {sink.path}")
+    return session.exit_code
+
+
+async def _read_stdin(send: trio.MemorySendChannel[str]) -> None:
+    with send:
+        while True:
+            # A worker thread per line: stdin stays blocking (a shared terminal would
+            # see O_NONBLOCK otherwise); the thread is abandoned on exit.
+            line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            if not line:
+                return
+            await send.send(line)
+
+
+def _transcript_path(chosen: Path | None) -> Path:
+    if chosen is not None:
+        chosen.parent.mkdir(parents=True, exist_ok=True)
+        return chosen
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    name = f"chat-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
+    path = Path(base) / "trio-agent" / "chat" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _model(args: argparse.Namespace) -> OpenAIChat | Anthropic:
+    """The model the arguments name. Raises ValueError for a bad ``--base-url``."""
+    base_url = args.base_url or DEFAULT_URLS[args.provider]
+    if args.provider == "openai":
+        return OpenAIChat(args.model, base_url=base_url)
+    return Anthropic(args.model, base_url=base_url)
+
+
+async def _main(
+    args: argparse.Namespace, model: OpenAIChat | Anthropic, folder: str, transcript: Path
+) -> int:
+    tools = () if args.no_tools else workspace(folder, allow_bash=not args.no_bash)
+    system = args.system if args.system is not None else SYSTEM_PROMPT.format(folder=folder)
+    config = LoopConfig(
+        model_options=ModelOptions(reasoning=args.reasoning, max_tokens=args.max_tokens)
+    )
+    send, lines = trio.open_memory_channel[str](math.inf)
+    title = f"{args.provider} {args.model} at {model.base_url} · folder {folder}"
+    # The handler is in place before anything runs: no Ctrl-C falls outside it.
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with JsonlTranscript(transcript, fsync="turn") as sink, model:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_read_stdin, send)
+                code = await run_chat(
+                    model,
+                    lines=lines,
+                    out=sys.stdout,
+                    sink=sink,
+                    tools=tools,
+                    system_prompt=system,
+                    config=config,
+                    signals=signals,
+                    title=title,
+                )
+                nursery.cancel_scope.cancel()
+    return code
+
+
+def _complain(text: str) -> None:
+    print(f"trio-agent chat: {text}", file=sys.stderr)
+
+
+def _first(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def run(args: argparse.Namespace) -> int:
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="replace")
+    if not os.path.isdir(args.folder):
+        _complain(f"no such folder: {args.folder}")
+        return 2
+    try:
+        model = _model(args)
+    except ValueError as exc:
+        _complain(str(exc))
+        return 2
+    try:
+        transcript = _transcript_path(args.transcript)
+    except OSError as exc:
+        _complain(f"cannot create the folder of the transcript: {exc}")
+        return 1
+    try:
+        return trio.run(partial(_main, args, model, os.path.abspath(args.folder), transcript))
+    except (TranscriptFormatError, AgentUsageError, OSError) as exc:
+        _complain(f"cannot write the transcript {transcript}: {exc}")
+        return 1
+    except Exception as exc:
+        # Ctrl-C (KeyboardInterrupt) is the command line's to report; anything else ends
+        # the session with one line, not a traceback.
+        first = _first(exc)
+        if isinstance(first, OSError | TranscriptFormatError):
+            _complain(f"cannot write the transcript {transcript}: {first}")
+        else:
+            _complain(f"the session stopped: {type(first).__name__}: {first}")
+        return 1
