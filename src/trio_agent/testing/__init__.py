@@ -1,7 +1,72 @@
-"""Test kit: a scripted model, and checks users can run on their own tools and models."""
+"""Test kit: a scripted model, and checks users can run on their own tools and models.
 
+``ScriptedModel``, the :class:`Script` values and ``assert_run_invariants`` need only
+trio-agent itself. The Hypothesis strategies (``messages``, ``tool_calls``,
+``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``) need Hypothesis
+(``pip install 'trio-agent[test]'``): they are imported on first use, so importing this
+module never requires it.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from ._invariants import assert_run_invariants as assert_run_invariants
+from ._invariants import run_invariant_violations as run_invariant_violations
+from ._script import AbortScript as AbortScript
+from ._script import Arrival as Arrival
+from ._script import CallScript as CallScript
+from ._script import ReplyScript as ReplyScript
+from ._script import Script as Script
+from ._script import ScriptRig as ScriptRig
+from ._script import ScriptRun as ScriptRun
 from ._scripted import PausePoint as PausePoint
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import events_for as events_for
 
-__all__ = ["PausePoint", "ScriptedModel", "events_for"]
+if TYPE_CHECKING:
+    from ._strategies import assistant_replies as assistant_replies
+    from ._strategies import json_values as json_values
+    from ._strategies import messages as messages
+    from ._strategies import scripts as scripts
+    from ._strategies import tool_calls as tool_calls
+    from ._strategies import transcripts as transcripts
+
+_STRATEGIES = frozenset(
+    ["assistant_replies", "json_values", "messages", "scripts", "tool_calls", "transcripts"]
+)
+
+
+def __getattr__(name: str) -> Any:
+    # The strategies import Hypothesis, a test dependency: load them on first use only.
+    if name in _STRATEGIES:
+        try:
+            from . import _strategies
+        except ModuleNotFoundError as exc:
+            if exc.name != "hypothesis":
+                raise
+            raise ImportError(
+                f"trio_agent.testing.{name} needs Hypothesis: pip install 'trio-agent[test]'"
+            ) from exc
+        return getattr(_strategies, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "AbortScript",
+    "Arrival",
+    "CallScript",
+    "PausePoint",
+    "ReplyScript",
+    "Script",
+    "ScriptRig",
+    "ScriptRun",
+    "ScriptedModel",
+    "assert_run_invariants",
+    "assistant_replies",
+    "events_for",
+    "json_values",
+    "messages",
+    "run_invariant_violations",
+    "scripts",
+    "tool_calls",
+    "transcripts",
+]
