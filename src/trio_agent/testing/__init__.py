@@ -3,11 +3,11 @@
 ``ScriptedModel``, the :class:`Script` values and ``assert_run_invariants`` need only
 trio-agent itself. The Hypothesis strategies (``messages``, ``tool_calls``,
 ``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``) need Hypothesis
-(``pip install 'trio-agent[test]'``): they are imported on first use, so importing this
-module never requires it.
+(``pip install 'trio-agent[test]'``): each is imported on its first call, so importing
+this module — as ``trio-agent demo`` and the benchmarks do — never requires it.
 """
 
-from typing import TYPE_CHECKING, Any
+import typing
 
 from ._invariants import assert_run_invariants as assert_run_invariants
 from ._invariants import run_invariant_violations as run_invariant_violations
@@ -22,33 +22,43 @@ from ._scripted import PausePoint as PausePoint
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import events_for as events_for
 
-if TYPE_CHECKING:
-    from ._strategies import assistant_replies as assistant_replies
-    from ._strategies import json_values as json_values
-    from ._strategies import messages as messages
-    from ._strategies import scripts as scripts
-    from ._strategies import tool_calls as tool_calls
-    from ._strategies import transcripts as transcripts
 
-_STRATEGIES = frozenset(
-    ["assistant_replies", "json_values", "messages", "scripts", "tool_calls", "transcripts"]
-)
+def _deferred(name: str) -> typing.Any:
+    """A stand-in for the strategy ``name`` that imports Hypothesis when first called."""
 
-
-def __getattr__(name: str) -> Any:
-    # The strategies import Hypothesis, a test dependency: load them on first use only.
-    if name in _STRATEGIES:
+    def strategy(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
         try:
             from . import _strategies
         except ModuleNotFoundError as exc:
             if exc.name != "hypothesis":
                 raise
             raise ImportError(
-                f"trio_agent.testing.{name} needs Hypothesis: pip install 'trio-agent[test]'"
+                f"trio_agent.testing.{name}() needs Hypothesis: pip install 'trio-agent[test]'"
             ) from exc
-        return getattr(_strategies, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return getattr(_strategies, name)(*args, **kwargs)
 
+    strategy.__name__ = strategy.__qualname__ = name
+    strategy.__module__ = __name__
+    strategy.__doc__ = f"The Hypothesis strategy ``_strategies.{name}`` (imported on first call)."
+    return strategy
+
+
+# The strategies import Hypothesis, a test dependency: type checkers see the real
+# functions, the running program a stand-in that imports them on first call.
+if typing.TYPE_CHECKING:
+    from ._strategies import assistant_replies as assistant_replies
+    from ._strategies import json_values as json_values
+    from ._strategies import messages as messages
+    from ._strategies import scripts as scripts
+    from ._strategies import tool_calls as tool_calls
+    from ._strategies import transcripts as transcripts
+else:
+    assistant_replies = _deferred("assistant_replies")
+    json_values = _deferred("json_values")
+    messages = _deferred("messages")
+    scripts = _deferred("scripts")
+    tool_calls = _deferred("tool_calls")
+    transcripts = _deferred("transcripts")
 
 __all__ = [
     "AbortScript",

@@ -35,6 +35,7 @@ from ._script import (
     AbortScript,
     Arrival,
     CallScript,
+    QueueMode,
     QueueName,
     ReplyScript,
     Script,
@@ -47,11 +48,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "assistant_replies",
+    "image_blocks",
     "json_values",
     "messages",
     "scripts",
+    "text_blocks",
+    "thinking_blocks",
     "tool_calls",
     "transcripts",
+    "usages",
 ]
 
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
@@ -95,11 +100,13 @@ def _optional_text() -> st.SearchStrategy[str | None]:
     return st.none() | st.text(max_size=12)
 
 
-def _texts() -> st.SearchStrategy[Text]:
+def text_blocks() -> st.SearchStrategy[Text]:
+    """``Text`` blocks."""
     return st.builds(Text, text=st.text(max_size=30), signature=_optional_text())
 
 
-def _images() -> st.SearchStrategy[Image]:
+def image_blocks() -> st.SearchStrategy[Image]:
+    """``Image`` blocks (base64 data)."""
     return st.builds(
         Image,
         data=st.binary(max_size=24).map(lambda b: base64.b64encode(b).decode("ascii")),
@@ -107,13 +114,15 @@ def _images() -> st.SearchStrategy[Image]:
     )
 
 
-def _thinking() -> st.SearchStrategy[Thinking]:
+def thinking_blocks() -> st.SearchStrategy[Thinking]:
+    """``Thinking`` blocks."""
     return st.builds(
         Thinking, thinking=st.text(max_size=30), signature=_optional_text(), redacted=st.booleans()
     )
 
 
-def _usages() -> st.SearchStrategy[Usage]:
+def usages() -> st.SearchStrategy[Usage]:
+    """``Usage`` token counts."""
     counts = st.integers(min_value=0, max_value=10**7)
     return st.builds(
         Usage,
@@ -175,9 +184,9 @@ def assistant_replies(
         reason = draw(st.sampled_from(list(stop_reasons)))
         blocks: list[Text | Thinking | ToolCall] = []
         if thinking and draw(st.booleans()):
-            blocks.append(draw(_thinking()))
+            blocks.append(draw(thinking_blocks()))
         if draw(st.booleans()):
-            blocks.append(draw(_texts()))
+            blocks.append(draw(text_blocks()))
         n = draw(st.integers(0, max_calls))
         call_ids = st.text(alphabet="abc0123456789", min_size=1, max_size=4)
         calls = draw(
@@ -193,7 +202,7 @@ def assistant_replies(
         return AssistantMessage(
             content=tuple(blocks),
             stop_reason=reason,
-            usage=draw(_usages()),
+            usage=draw(usages()),
             model=draw(st.text(max_size=8)),
             provider=draw(st.text(max_size=8)),
             error_message=draw(st.text(max_size=20)) if failed else draw(_optional_text()),
@@ -214,7 +223,7 @@ def messages(*, roles: Sequence[str] = ROLES, max_blocks: int = 3) -> st.SearchS
     unknown = set(roles) - set(ROLES)
     if unknown:
         raise ValueError(f"unknown roles {sorted(unknown)}; choose from {ROLES}")
-    user_blocks = st.lists(st.one_of(_texts(), _images()), max_size=max_blocks)
+    user_blocks = st.lists(st.one_of(text_blocks(), image_blocks()), max_size=max_blocks)
     options: list[st.SearchStrategy[Message]] = []
     if "user" in roles:
         options.append(st.builds(UserMessage, content=user_blocks, timestamp=_timestamps()))
@@ -437,6 +446,8 @@ def scripts(
                 prompt = draw(st.sampled_from([None, "go"]))
 
         queued: tuple[Arrival, ...] = ()
+        steering_mode: QueueMode = "one_at_a_time"
+        follow_up_mode: QueueMode = "one_at_a_time"
         if arrivals and chance(draw, 50):
             queue_names: list[QueueName] = ["steer", "follow_up"]
             kinds = draw(st.lists(st.sampled_from(queue_names), min_size=1, max_size=3))
@@ -448,6 +459,9 @@ def scripts(
                 )
                 for i, kind in enumerate(kinds)
             )
+            queue_modes: list[QueueMode] = ["one_at_a_time", "all"]
+            steering_mode = draw(st.sampled_from(queue_modes))
+            follow_up_mode = draw(st.sampled_from(queue_modes))
 
         abort = None
         if aborts and chance(draw, 30):
@@ -477,12 +491,12 @@ def scripts(
             history=past,
             tool_timeout=tool_timeout,
             arrivals=queued,
-            steering_mode=draw(st.sampled_from(["one_at_a_time", "all"])),
-            follow_up_mode=draw(st.sampled_from(["one_at_a_time", "all"])),
             abort=abort,
             deadline=deadline,
             chunk_size=draw(st.sampled_from([None, 4, 1])),
             driver=draw(st.sampled_from(usable)),
+            steering_mode=steering_mode,
+            follow_up_mode=follow_up_mode,
             **limit_kwargs,
         )
 

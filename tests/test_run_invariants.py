@@ -1,0 +1,333 @@
+"""The test kit itself: scripts drive real runs, and the invariant checker catches each
+kind of broken run (it is only worth something if it can fail)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from typing import TYPE_CHECKING
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from trio_agent import (
+    AgentEnd,
+    AssistantMessage,
+    MessageEnd,
+    ModelRequest,
+    Text,
+    ToolCall,
+    ToolExecutionEnd,
+    ToolExecutionUpdate,
+    ToolResultMessage,
+    UserMessage,
+)
+from trio_agent.testing import (
+    AbortScript,
+    Arrival,
+    CallScript,
+    ReplyScript,
+    Script,
+    ScriptRun,
+    assert_run_invariants,
+    run_invariant_violations,
+)
+from trio_agent.testing._invariants import distinct_calls_view
+
+if TYPE_CHECKING:
+    from trio.testing import MockClock
+
+BATCH = Script(
+    replies=(
+        ReplyScript(
+            stop_reason="tool_use",
+            text="Let me see.",
+            calls=(
+                CallScript(id="a", latency=0.5, progress=2),
+                CallScript(id="b", tool="missing"),
+                CallScript(id="c", behaviour="fail", latency=0.1),
+            ),
+        ),
+        ReplyScript(stop_reason="stop", text="Done!"),
+    ),
+    arrivals=(Arrival(at=0.2, queue="steer", text="steer 0"),),
+    chunk_size=4,
+)
+
+
+async def run_of(script: Script) -> ScriptRun:
+    with trio.fail_after(100):
+        return await script.run()
+
+
+def tags(run: ScriptRun, **changes: object) -> set[str]:
+    """The invariant tags reported for ``run`` with some of its parts replaced."""
+    parts: dict[str, object] = {
+        "result": run.result,
+        "events": run.events,
+        "requests": run.requests,
+        "context_before": run.context_before,
+        "prompts": run.prompts,
+        "polled": run.polled,
+        "max_steps": run.script.max_steps,
+        "requests_at_abort": run.requests_at_abort,
+    }
+    parts.update(changes)
+    found = run_invariant_violations(
+        parts.pop("result"),  # type: ignore[arg-type]
+        parts.pop("events"),  # type: ignore[arg-type]
+        parts.pop("requests"),  # type: ignore[arg-type]
+        parts.pop("context_before"),  # type: ignore[arg-type]
+        **parts,  # type: ignore[arg-type]
+    )
+    return {line.split("]")[0] + "]" for line in found}
+
+
+# --- scripts drive real runs ---------------------------------------------------------
+
+
+async def test_a_healthy_script_keeps_every_invariant(autojump_clock: MockClock) -> None:
+    run = await run_of(BATCH)
+    run.check()
+    assert run.result.reason == "stop"
+    assert run.result.steps == 2
+    outcomes = {e.call_id: e.outcome for e in run.events if isinstance(e, ToolExecutionEnd)}
+    assert outcomes == {"a": "ok", "b": "not_found", "c": "error"}
+    updates = [e for e in run.events if isinstance(e, ToolExecutionUpdate)]
+    assert [u.partial for u in updates] == [{"done": 1, "of": 2}, {"done": 2, "of": 2}]
+    # The steering message arrived mid-batch and went into the second request.
+    assert [m.role for m in run.requests[1].messages][-4:] == [
+        "tool_result",
+        "tool_result",
+        "tool_result",
+        "user",
+    ]
+    assert run.polled == run.arrived["steer"]
+    assert run.request_times == (0.0, 0.5)
+    assert not run.leaked_tasks
+    assert not run.unfinished_tools
+    assert_run_invariants(run.result, run.events, run.requests, run.context_before)
+
+
+async def test_abort_at_an_event_makes_no_further_request(autojump_clock: MockClock) -> None:
+    # Event 5 is the first MessageUpdate of the first reply: the stream is cut.
+    run = await run_of(attrs.evolve(BATCH, abort=AbortScript(after_event=5)))
+    run.check()
+    assert run.result.reason == "aborted"
+    assert run.requests_at_abort == 1
+    assert len(run.requests) == 1
+    reply = run.result.messages[1]
+    assert isinstance(reply, AssistantMessage)
+    assert reply.stop_reason == "aborted"
+
+
+async def test_a_hanging_tool_ends_by_timeout_abort_or_deadline(autojump_clock: MockClock) -> None:
+    hang = Script(
+        replies=(
+            ReplyScript(stop_reason="tool_use", calls=(CallScript(id="h", behaviour="hang"),)),
+        ),
+        tool_timeout=1.0,
+    )
+    timed_out = await run_of(hang)
+    timed_out.check()
+    assert [e.outcome for e in timed_out.events if isinstance(e, ToolExecutionEnd)] == ["timed_out"]
+    for changed in (
+        attrs.evolve(hang, tool_timeout=None, abort=AbortScript(at_time=0.5)),
+        attrs.evolve(hang, tool_timeout=None, deadline=0.5),
+    ):
+        run = await run_of(changed)
+        run.check()
+        assert run.result.reason == "aborted"
+        assert [e.outcome for e in run.events if isinstance(e, ToolExecutionEnd)] == ["aborted"]
+    assert run.outer_cancelled
+
+
+async def test_callback_driver(autojump_clock: MockClock) -> None:
+    run = await run_of(attrs.evolve(BATCH, driver="callback"))
+    run.check()
+    assert run.result.reason == "stop"
+
+
+def test_script_values_refuse_impossible_combinations() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        AbortScript()
+    with pytest.raises(ValueError, match="exactly one"):
+        AbortScript(after_event=1, at_time=1.0)
+    with pytest.raises(ValueError, match="callback driver"):
+        Script(driver="callback", deadline=1.0)
+
+
+def test_a_script_reads_as_a_scenario() -> None:
+    script = attrs.evolve(
+        BATCH,
+        max_steps=3,
+        tool_timeout=2.0,
+        abort=AbortScript(after_event=7, grace=0.1),
+        deadline=1.5,
+        replies=(
+            *BATCH.replies[:1],
+            ReplyScript(
+                stop_reason="tool_use",
+                latency=0.25,
+                fault="truncated",
+                calls=(
+                    CallScript(id="d", valid_arguments=False),
+                    CallScript(id="d", tool="serial"),
+                ),
+            ),
+        ),
+    )
+    assert repr(script) == script.describe()
+    assert script.describe() == textwrap.dedent(
+        """\
+        Script:
+          prompt 'go'
+          config: max_steps=3, tool_timeout=2, chunk_size=4
+          reply 0: tool_use, text 'Let me see.'
+            call a work: latency 0.5s, 2 progress updates, then answers
+            call b missing (unknown tool)
+            call c work: latency 0.1s, then raises
+          reply 1: tool_use, streams for 0.25s, stream ends without Done
+            call d work with invalid arguments
+            call d again  <- duplicate id
+          (then the model has no reply left: request 2 errors)
+          at t=0.2s: steering message 'steer 0' queued
+          abort when the consumer receives event 7, grace 0.1s
+          outer deadline at t=1.5s"""
+    )
+
+
+# --- the checker catches broken runs ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def good() -> ScriptRun:
+    """One healthy run, shared: each test below breaks a copy of one of its parts."""
+    run = trio.run(run_of, BATCH, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert run.violations() == []
+    return run
+
+
+def test_pairing_is_checked_at_the_end_and_in_every_request(good: ScriptRun) -> None:
+    transcript = [m for m in good.result.transcript if not isinstance(m, ToolResultMessage)]
+    result = attrs.evolve(good.result, transcript=tuple(transcript))
+    assert "[1 pairing]" in tags(good, result=result)
+
+    unpaired = ModelRequest(system_prompt="", messages=tuple(transcript))
+    assert "[1 pairing]" in tags(good, requests=(good.requests[0], unpaired))
+
+
+def test_the_event_stream_shape_is_checked(good: ScriptRun) -> None:
+    events = list(good.events)
+    assert "[2 events]" in tags(good, events=events[:-1])  # no AgentEnd
+    assert "[2 events]" in tags(good, events=[*events, events[-1]])  # two
+    assert "[2 events]" in tags(good, events=[*events[:-1], events[5], events[-1]])
+    # A MessageEnd dropped: the MessageEnd events are no longer result.messages.
+    first_end = next(i for i, e in enumerate(events) if isinstance(e, MessageEnd))
+    assert "[2 events]" in tags(good, events=events[:first_end] + events[first_end + 1 :])
+    wrong_end = AgentEnd(reason="error", messages=good.result.messages)
+    assert "[2 events]" in tags(good, events=[*events[:-1], wrong_end])
+
+
+def test_a_changed_context_is_caught(good: ScriptRun) -> None:
+    touched = attrs.evolve(good.context, messages=(UserMessage.text("sneaked in", timestamp=0.0),))
+    assert run_invariant_violations(
+        good.result, good.events, good.requests, good.context_before, context=touched
+    ) == ["[3 context] the caller's context messages changed during the run"]
+    assert "[3 context]" in tags(good, context_before=touched)
+
+
+def test_steps_and_requests_after_an_abort_are_checked(good: ScriptRun) -> None:
+    assert "[4 steps]" in tags(good, requests_at_abort=1)
+    assert "[4 steps]" in tags(good, max_steps=1)
+    assert "[4 steps]" in tags(good, requests=good.requests[:1])
+
+
+def test_per_call_event_order_is_checked(good: ScriptRun) -> None:
+    events = list(good.events)
+    end = next(i for i, e in enumerate(events) if isinstance(e, ToolExecutionEnd))
+    late = ToolExecutionUpdate(call_id=events[end].call_id, tool_name="work", partial=None)  # type: ignore[union-attr]
+    assert "[5 call events]" in tags(good, events=[*events[: end + 1], late, *events[end + 1 :]])
+    assert "[5 call events]" in tags(good, events=events[:end] + events[end + 1 :])
+    stray = ToolExecutionUpdate(call_id="nobody", tool_name="work", partial=None)
+    assert "[5 call events]" in tags(good, events=[*events[: end + 1], stray, *events[end + 1 :]])
+
+
+def test_lost_or_reordered_queued_messages_are_caught(good: ScriptRun) -> None:
+    ghost = UserMessage.text("never delivered", timestamp=0.0)
+    assert "[6 queues]" in tags(good, polled=(*good.polled, ghost))
+    other = UserMessage.text("polled first", timestamp=0.0)
+    result = attrs.evolve(good.result, undelivered=(other,))
+    assert "[6 queues]" in tags(good, result=result)
+
+
+def test_a_transcript_that_does_not_survive_json_is_caught(good: ScriptRun) -> None:
+    odd = ToolResultMessage(
+        tool_call_id="x", tool_name="t", content=(Text(text="?"),), details={"nan": float("nan")}
+    )
+    call = AssistantMessage(
+        content=(ToolCall(id="x", name="t", arguments={}),), stop_reason="tool_use"
+    )
+    result = attrs.evolve(good.result, transcript=(*good.result.transcript, call, odd))
+    assert "[8 round trip]" in tags(good, result=result)
+
+
+def test_assert_run_invariants_lists_every_breach(good: ScriptRun) -> None:
+    with pytest.raises(AssertionError) as info:
+        assert_run_invariants(
+            good.result, good.events[:-1], good.requests, good.context_before, max_steps=1
+        )
+    text = str(info.value)
+    assert text.startswith("2 run invariants broken:")
+    assert "[2 events]" in text
+    assert "[4 steps]" in text
+
+
+def test_script_run_reports_leaks_and_open_streams(good: ScriptRun) -> None:
+    leaky = attrs.evolve(good, leaked_tasks=("tool task",), unfinished_tools=("a",), open_streams=1)
+    problems = leaky.violations()
+    assert sum(p.startswith("[7 tasks]") for p in problems) == 3
+    with pytest.raises(AssertionError, match=r"\[7 tasks\]"):
+        leaky.check()
+
+
+def test_duplicate_ids_are_excused_only_inside_one_message() -> None:
+    twice = AssistantMessage(
+        content=(
+            ToolCall(id="a", name="t", arguments={}),
+            Text(text="between"),
+            ToolCall(id="a", name="t", arguments={"again": True}),
+        ),
+        stop_reason="tool_use",
+        timestamp=0.0,
+    )
+    view = distinct_calls_view([twice])
+    assert isinstance(view[0], AssistantMessage)
+    assert [c.id for c in view[0].tool_calls] == ["a"]
+    assert view[0].text == "between"
+    plain = AssistantMessage(content=(Text(text="hi"),), stop_reason="stop", timestamp=0.0)
+    assert distinct_calls_view([plain])[0] is plain
+
+
+def test_the_kit_imports_without_hypothesis() -> None:
+    # trio-agent demo and the benchmarks import trio_agent.testing; Hypothesis is only a
+    # test dependency, loaded when a strategy is first called.
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["hypothesis"] = None  # as if it were not installed
+        import trio_agent.testing as t
+        assert t.ScriptedModel and t.Script and t.assert_run_invariants
+        try:
+            t.scripts()
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "needs Hypothesis" in out.stdout
