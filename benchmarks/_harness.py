@@ -2,14 +2,18 @@
 
 Theory of operation: a workload file describes one or more :class:`Case` s — the code we
 measure (``ours``), a bare trio loop doing the same work with nursery + lists and nothing
-else (``floor``), and optionally the same work on peer frameworks. Each contender is a
-plain function ``measure(size) -> seconds`` that builds its inputs, starts its own event
-loop (``trio.run`` / ``asyncio.run``), and times only the workload itself with
-``time.perf_counter`` inside that loop, so start-up and set-up never count.
+else (``floor``), and optionally the same work on peer frameworks. The case's ``prepare``
+builds the inputs of a size once (the scripted replies); each contender is a plain
+function ``measure(size, inputs) -> (wall, cpu)`` that starts its own event loop
+(``trio.run`` / ``asyncio.run``) and times only the workload itself with a
+:class:`Stopwatch` inside that loop, so start-up and set-up never count.
 
 :func:`measure_case` runs the contenders *interleaved* — one repeat of each in turn, the
 order alternating between repeats, ``gc.collect()`` before every repeat — so that a noisy
-neighbour or a frequency change hits every contender alike, and reports medians. Peak
+neighbour or a frequency change hits every contender alike, and reports medians. The
+heap that exists before the repeats (imported modules, prepared inputs) is frozen
+(``gc.freeze()``) so that full garbage collections walk only what the workload
+allocates, whatever else the process imported. Peak
 memory is the growth of the peak RSS (``VmHWM``) of a *fresh subprocess* running one
 repeat (see :mod:`benchmarks._rss`): an in-process RSS never shrinks, so after the first
 workload it would measure the allocator's history, not the workload.
@@ -274,17 +278,27 @@ def measure_case(
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     cpu: dict[str, list[float]] = {name: [] for name in contenders}
     names = list(contenders)
-    for r in range(repeats):
-        # Alternate the order so that no contender always runs right after another.
-        order = names if r % 2 == 0 else names[::-1]
-        for name in order:
-            if name not in ("ours", "floor") and r >= peer_repeats:
-                continue
-            progress(title, detail=f"repeat {r + 1}/{repeats} {name}")
-            gc.collect()
-            wall, cpu_time = contenders[name](size, inputs)
-            samples[name].append(wall)
-            cpu[name].append(cpu_time)
+    # What exists now — modules (ours, and any peer's), their import-time objects, the
+    # prepared inputs — is not the workload: freeze it so that full collections walk
+    # only what the repeats allocate. Otherwise every contender pays for whichever
+    # libraries happen to be imported (a peer's import makes our full collections
+    # slower too), and the figures depend on the order the suite ran in.
+    gc.collect()
+    gc.freeze()
+    try:
+        for r in range(repeats):
+            # Alternate the order so that no contender always runs right after another.
+            order = names if r % 2 == 0 else names[::-1]
+            for name in order:
+                if name not in ("ours", "floor") and r >= peer_repeats:
+                    continue
+                progress(title, detail=f"repeat {r + 1}/{repeats} {name}")
+                gc.collect()
+                wall, cpu_time = contenders[name](size, inputs)
+                samples[name].append(wall)
+                cpu[name].append(cpu_time)
+    finally:
+        gc.unfreeze()
     del inputs
     rss: dict[str, int | None] = {}
     if memory and case.memory:
@@ -361,10 +375,16 @@ def format_bytes(value: float | None) -> str:
     return f"{value:.0f} B"
 
 
+RSS_RESOLUTION = 1 << 20
+"""Below this, a peak-RSS growth says more about the allocator's arenas than the workload."""
+
+
 def _memory_text(row: Row) -> str:
     ours, floor = row.rss.get("ours"), row.rss.get("floor")
     if ours is None and floor is None:
         return ""
+    if max(ours or 0, floor or 0) < RSS_RESOLUTION:
+        return "< 1 MB (below RSS resolution)"
     if row.memory_per_unit and row.n:
         text = (
             f"{format_bytes(ours / row.n if ours is not None else None)}"
@@ -439,7 +459,8 @@ def peers_table(rows: Iterable[Row]) -> str | None:
                 continue
             text = format_seconds(value)
             if ours:
-                text += f" ({value / ours:.0f}× ours)"
+                times = value / ours
+                text += f" ({times:.1f}× ours)" if times < 10 else f" ({times:.0f}× ours)"
             mem = row.rss.get(name)
             if mem is not None and row.memory_per_unit and row.n:
                 text += f", {format_bytes(mem / row.n)}/{row.unit}"

@@ -6,6 +6,10 @@ lists (no task per stream). The floor is the loop a trio user would write by han
 nothing else: read the reply from an equally cheap in-memory stream (the same events,
 scheduled like ``ScriptedModel``'s), append it to a list, run its calls in a
 nursery, append the results. No validation, no events, no result objects.
+
+A third case puts the consumer in perspective: its floor is the same bare loop sending
+as many events as ours does, through the same kind of channel (buffer 0) to a consumer
+task — the cost of handing every event to another task, which no loop can avoid.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from trio_agent import (
     Context,
     Done,
     LoopConfig,
+    Start,
     Text,
     Tool,
     ToolCall,
@@ -62,6 +67,13 @@ def script(turns: int) -> tuple[list[AssistantEvent], ...]:
     return tuple(events_for(m) for m in replies)
 
 
+def events_per_run(replies: Sequence[list[AssistantEvent]]) -> int:
+    """Events of a run: start, the prompt's two, per one-call turn 11 (turn start/end,
+    message start/end, 3 updates, call start/end, result start/end), for the final
+    text turn 7, the end."""
+    return 3 + 11 * (len(replies) - 1) + 7 + 1
+
+
 # --- ours --------------------------------------------------------------------------------
 
 
@@ -71,11 +83,12 @@ async def _ours(replies: Sequence[list[AssistantEvent]], consumer: bool) -> Timi
     context = Context(tools=(NOOP,))
     config = LoopConfig(max_steps=len(replies))
     prompts = [UserMessage.text("go")]
+    seen = 0
     with Stopwatch() as watch:
         if consumer:
             async with open_agent_loop(prompts, context, model, config) as run:
                 async for _ in run.events:
-                    pass
+                    seen += 1
             result = run.result
         else:
             result = await run_agent_loop(prompts, context, model, config)
@@ -83,6 +96,7 @@ async def _ours(replies: Sequence[list[AssistantEvent]], consumer: bool) -> Timi
     assert result.reason == "stop", result.reason
     assert result.steps == turns + 1
     assert len(result.turns) == turns + 1
+    assert seen == (events_per_run(replies) if consumer else 0)
     return watch.timing
 
 
@@ -151,6 +165,81 @@ async def floor_loop(replies: Sequence[Sequence[Any]], tools: dict[str, Any]) ->
     return transcript
 
 
+async def floor_loop_events(
+    replies: Sequence[Sequence[Any]], tools: dict[str, Any], emit: trio.MemorySendChannel[Any]
+) -> list[Any]:
+    """The bare loop sending as many events as ours does through a channel: run start,
+    the prompt, per turn start / message start / each block event / message end / per
+    call start and end / per result start and end / turn end, then run end."""
+    transcript: list[Any] = ["go"]
+    for tag in ("agent_start", "message_start", "message_end"):
+        await emit.send((tag,))
+    for events in replies:
+        await emit.send(("turn_start",))
+        await emit.send(("message_start",))
+        reply = None
+        async for event in ListStream(events):
+            if type(event) is Done:
+                reply = event.message
+                break
+            if type(event) is not Start:
+                await emit.send(("message_update", event))
+        assert reply is not None
+        await emit.send(("message_end", reply))
+        transcript.append(reply)
+        calls = reply.tool_calls
+        if not calls:
+            await emit.send(("turn_end",))
+            break
+        results: list[Any] = [None] * len(calls)
+        async with trio.open_nursery() as nursery:
+            for i, call in enumerate(calls):
+                nursery.start_soon(run_call_events, tools, call, results, i, emit)
+        for result in results:
+            await emit.send(("message_start", result))
+            await emit.send(("message_end", result))
+        await emit.send(("turn_end",))
+        transcript.extend(results)
+    await emit.send(("agent_end",))
+    return transcript
+
+
+async def run_call_events(
+    tools: dict[str, Any],
+    call: ToolCall,
+    results: list[Any],
+    i: int,
+    emit: trio.MemorySendChannel[Any],
+) -> None:
+    await emit.send(("tool_execution_start", call))
+    results[i] = (call.id, await tools[call.name](call, call.arguments, None))
+    await emit.send(("tool_execution_end", call))
+
+
+async def _floor_events(replies: Sequence[list[AssistantEvent]]) -> Timing:
+    tools = {"noop": _noop}
+    send, receive = trio.open_memory_channel[Any](0)
+    seen = 0
+
+    async def consume() -> None:
+        nonlocal seen
+        async for _ in receive:
+            seen += 1
+
+    with Stopwatch() as watch:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            with send:
+                transcript = await floor_loop_events(replies, tools, send)
+    assert len(transcript) == 2 * len(replies)
+    assert seen == events_per_run(replies)
+    return watch.timing
+
+
+def floor_events(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
+    return trio.run(_floor_events, replies)
+
+
 async def _floor(replies: Sequence[list[AssistantEvent]]) -> Timing:
     tools = {"noop": _noop}
     with Stopwatch() as watch:
@@ -186,6 +275,18 @@ CASES = (
         quick_sizes=(20,),
         ours=ours_consumer,
         floor=floor,
+        prepare=script,
+        module=__name__,
+    ),
+    Case(
+        workload="W1",
+        name="consumer vs events floor",
+        size_label="T",
+        unit="turn",
+        sizes=SIZES,
+        quick_sizes=(20,),
+        ours=ours_consumer,
+        floor=floor_events,
         prepare=script,
         module=__name__,
     ),

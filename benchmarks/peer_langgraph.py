@@ -1,7 +1,11 @@
-"""W1–W3 on LangGraph: a ``StateGraph`` of a scripted model node and a prebuilt
-``ToolNode`` (``MessagesState``, ``tools_condition``; no network, no checkpointer).
+"""W1–W3 on LangGraph: a ``StateGraph`` of a model node and a prebuilt ``ToolNode``
+(``MessagesState``, ``tools_condition``; no network, no checkpointer) — the shape of a
+LangGraph tool-calling agent.
 
-The model node answers by a step counter with ``AIMessage`` tool calls, then a text.
+The model node calls a scripted LangChain chat model (a ``BaseChatModel`` answering by a
+step counter with ``AIMessage`` tool calls, then a text), as an agent calls its chat
+model: that is where a LangGraph user's model plugs in, like pydantic-ai's
+``FunctionModel`` and the Agents SDK's ``Model``.
 """
 
 from __future__ import annotations
@@ -9,7 +13,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -35,20 +41,40 @@ async def sleep() -> str:
 TOOLS = ToolNode([noop, sleep])
 
 
+class Scripted(BaseChatModel):
+    """``turns`` replies of ``calls`` calls to ``tool``, then a text reply."""
+
+    turns: int
+    calls: int
+    tool: str
+    step: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        raise NotImplementedError("the benchmark runs the model asynchronously")
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        i = self.step
+        self.step += 1
+        if i < self.turns:
+            tool_calls = [
+                {"name": self.tool, "args": {}, "id": f"call-{i}-{k}", "type": "tool_call"}
+                for k in range(self.calls)
+            ]
+            message = AIMessage(content="", tool_calls=tool_calls)
+        else:
+            message = AIMessage(content="done")
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
 def graph(turns: int, calls: int, name: str) -> Any:
-    step = 0
+    llm = Scripted(turns=turns, calls=calls, tool=name)
 
     async def model(state: MessagesState) -> dict[str, Any]:
-        nonlocal step
-        i = step
-        step += 1
-        if i < turns:
-            tool_calls = [
-                {"name": name, "args": {}, "id": f"call-{i}-{k}", "type": "tool_call"}
-                for k in range(calls)
-            ]
-            return {"messages": [AIMessage(content="", tool_calls=tool_calls)]}
-        return {"messages": [AIMessage(content="done")]}
+        return {"messages": [await llm.ainvoke(state["messages"])]}
 
     g = StateGraph(MessagesState)
     g.add_node("model", model)
