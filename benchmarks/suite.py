@@ -307,8 +307,12 @@ def main(args: argparse.Namespace) -> int:
         return 2
     print(report.text())
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(report.to_json(), f, indent=2)
-            f.write("\n")
+        try:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(report.to_json(), f, indent=2)
+                f.write("\n")
+        except OSError as exc:
+            print(f"trio-agent bench: cannot write {args.json}: {exc}", file=sys.stderr)
+            return 1
         print(f"\nJSON written to {args.json}")
     return 0

@@ -113,3 +113,14 @@ def test_peer_table_shows_how_many_times_ours() -> None:
     assert "2.00×" in text  # ours vs the floor
     assert "langgraph" in text
     assert "(50× ours)" in text
+
+
+def test_unwritable_json_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "missing-folder" / "bench.json"
+    code = cli.main(
+        ["bench", "--quick", "--only", "W4", "--no-memory", "--quiet", "--json", str(out)]
+    )
+    assert code == 1
+    assert "cannot write" in capsys.readouterr().err
