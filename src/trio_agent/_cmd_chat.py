@@ -124,14 +124,21 @@ async def _on_interrupt(
     agent: Agent,
     session: _Session,
     view: LiveView,
-    scope: trio.CancelScope,
+    conversation: trio.CancelScope,
 ) -> None:
     async for _ in signals:
         session.interrupts += 1
         if session.interrupts > 1:
             session.exit_code = 130
+            session.leaving = True
             view.line(view.s.dim("exiting"))
-            scope.cancel()
+            # A run still ending is let to end: cancelling prompt() while the agent hands
+            # an event to the display would keep that event (say, the aborted reply)
+            # out of the transcript. The wait is bounded; then the conversation stops.
+            agent.abort("interrupted by Ctrl-C")
+            with trio.move_on_after(2 * agent.config.cleanup_timeout):
+                await agent.wait_for_idle()
+            conversation.cancel()
             return
         if agent.state.is_running:
             session.aborting = True
@@ -194,7 +201,9 @@ async def _converse(
                 result = await agent.prompt(text)
                 # Steering typed after the run's last poll waits in the queue: answer it
                 # now rather than with the next prompt.
-                while result.reason != "aborted" and agent.has_queued_messages:
+                while (
+                    result.reason != "aborted" and not session.leaving and agent.has_queued_messages
+                ):
                     session.run_started = trio.Event()
                     result = await agent.continue_()
             except AgentRunError as exc:

@@ -216,6 +216,26 @@ def sse(
     return handler
 
 
+@attrs.define(eq=False)
+class Stall:
+    """A handler sending the whole frames in the first ``fraction`` of ``data``, then
+    waiting for the client to leave. ``arrived``: those frames were sent; ``left``: the
+    client closed the connection."""
+
+    data: str
+    fraction: float = 0.5
+    arrived: trio.Event = attrs.field(factory=trio.Event)
+    left: trio.Event = attrs.field(factory=trio.Event)
+
+    async def __call__(self, request: Received, r: Responder) -> None:
+        part = self.data[: int(len(self.data) * self.fraction)].rsplit("\n\n", 1)[0] + "\n\n"
+        await r.head()
+        await r.body(part.encode())
+        self.arrived.set()
+        await r.wait_disconnect()
+        self.left.set()
+
+
 def recorded(name: str, **kwargs: Any) -> Handler:
     """An event-stream response replaying ``streams/<name>``."""
     return sse((STREAMS / name).read_bytes(), **kwargs)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from _httpserver import Received, Responder, frames, sse
+from _httpserver import Stall, frames, sse
 from _streamkit import make_model
 
 from trio_agent import (
@@ -198,15 +198,8 @@ async def test_two_tool_round_trips(server: Server, kind: str) -> None:
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 async def test_abort_mid_stream_through_the_loop(server: Server, kind: str) -> None:
     reply = openai_reply if kind == "openai" else anthropic_reply
-    full = reply("Hello there, this reply never ends", [])
-    left = trio.Event()
-
-    async def stall(request: Received, r: Responder) -> None:
-        await r.head()
-        await r.body(full[: len(full) // 2].rsplit("\n\n", 1)[0].encode() + b"\n\n")
-        await r.wait_disconnect()
-        left.set()
-
+    stall = Stall(reply("Hello there, this reply never ends", []))
+    left = stall.left
     server.add(stall)
     context = Context(system_prompt="", tools=TOOLS)
     async with make_model(kind, server.url) as model:

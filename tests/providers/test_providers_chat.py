@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-from _httpserver import Received, Responder, sse
+from _httpserver import Received, Responder, Stall, sse
 from _streamkit import KEY, make_model
 from test_providers_agent import anthropic_reply, openai_reply
 
@@ -185,17 +185,8 @@ class CountingSink:
 
 
 async def test_ctrl_c_aborts_the_run_then_a_second_exits(server: Server, tmp_path: Path) -> None:
-    arrived = trio.Event()
-    left = trio.Event()
-    body = anthropic_reply("Hello there, a long answer", [])
-
-    async def stall(request: Received, r: Responder) -> None:
-        await r.head()
-        await r.body(body[: len(body) // 2].rsplit("\n\n", 1)[0].encode() + b"\n\n")
-        arrived.set()
-        await r.wait_disconnect()
-        left.set()
-
+    stall = Stall(anthropic_reply("Hello there, a long answer", []))
+    arrived, left = stall.arrived, stall.left
     server.add(stall, sse(anthropic_reply("Second answer.", [])))
     lines_send, lines = trio.open_memory_channel[str](math.inf)
     signals_send, signals = trio.open_memory_channel[int](math.inf)
@@ -249,15 +240,8 @@ async def test_ctrl_c_aborts_the_run_then_a_second_exits(server: Server, tmp_pat
 async def test_second_ctrl_c_during_a_run_keeps_the_transcript_paired(
     server: Server, tmp_path: Path
 ) -> None:
-    arrived = trio.Event()
-    reply = anthropic_reply("Reading.", [("toolu_1", "read", {"path": "x"})])
-
-    async def stall(request: Received, r: Responder) -> None:
-        await r.head()
-        await r.body(reply[: len(reply) * 2 // 3].rsplit("\n\n", 1)[0].encode() + b"\n\n")
-        arrived.set()
-        await r.wait_disconnect()
-
+    stall = Stall(anthropic_reply("Reading.", [("toolu_1", "read", {"path": "x"})]), 2 / 3)
+    arrived = stall.arrived
     server.add(stall)
     lines_send, lines = trio.open_memory_channel[str](math.inf)
     signals_send, signals = trio.open_memory_channel[int](math.inf)
@@ -328,17 +312,8 @@ async def test_command_line_session(server: Server, tmp_path: Path) -> None:
 
 
 async def test_command_line_ctrl_c_twice(server: Server, tmp_path: Path) -> None:
-    arrived = trio.Event()
-    left = trio.Event()
-    body = anthropic_reply("Thinking about it", [])
-
-    async def stall(request: Received, r: Responder) -> None:
-        await r.head()
-        await r.body(body[: len(body) // 2].rsplit("\n\n", 1)[0].encode() + b"\n\n")
-        arrived.set()
-        await r.wait_disconnect()
-        left.set()
-
+    stall = Stall(anthropic_reply("Thinking about it", []))
+    arrived, left = stall.arrived, stall.left
     server.add(stall)
     path = tmp_path / "t.jsonl"
     env = {**os.environ, "ANTHROPIC_API_KEY": KEY}

@@ -14,6 +14,7 @@ from trio_agent import (
     Done,
     Error,
     Image,
+    Model,
     ModelOptions,
     ModelRequest,
     Text,
@@ -28,7 +29,7 @@ from trio_agent import (
     Usage,
     UserMessage,
 )
-from trio_agent.providers import OpenAIChat
+from trio_agent.providers import Anthropic, OpenAIChat
 
 if TYPE_CHECKING:
     from _httpserver import Server
@@ -410,3 +411,47 @@ async def test_tool_call_end_event_carries_the_call(server: Server) -> None:
         events = await collect(model)
     ends = [e for e in events if isinstance(e, ToolCallEnd)]
     assert [e.tool_call for e in ends] == list(final(events).tool_calls)
+
+
+async def test_connection_is_reused_after_a_complete_reply(server: Server) -> None:
+    server.add(recorded("openai_text.sse"), recorded("openai_parallel_tools.sse"))
+    async with make_model("openai", server.url) as model:
+        await collect(model)
+        await collect(model)
+    # The rest of the body was read after [DONE], so the connection went back to the pool.
+    assert server.connections == 1
+
+
+async def test_refusal_is_text(server: Server) -> None:
+    server.add(
+        sse(
+            frames(
+                {"choices": [{"index": 0, "delta": {"refusal": "I can't help"}}]},
+                {"choices": [{"index": 0, "delta": {"refusal": " with that."}}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                "[DONE]",
+            )
+        )
+    )
+    async with make_model("openai", server.url) as model:
+        message = final(await collect(model))
+    assert message.text == "I can't help with that."
+
+
+async def test_a_key_httpx_refuses_is_an_error_event_without_the_key(server: Server) -> None:
+    bad_key = "sk-\u00e9t\u00e9-" + "x" * 30 + "\n"
+    async with make_model("openai", server.url, api_key=bad_key) as model:
+        events = await collect(model)
+    text = final(events).error_message or ""
+    assert "could not be sent" in text
+    assert "x" * 30 not in text
+    assert server.requests == []
+
+
+def test_models_implement_the_model_protocol() -> None:
+    assert isinstance(OpenAIChat("m", api_key=""), Model)
+    assert isinstance(Anthropic("m", api_key=""), Model)
+    import trio_agent.providers as providers
+
+    assert providers.__all__ == sorted(providers.__all__)
+    assert all(hasattr(providers, name) for name in providers.__all__)

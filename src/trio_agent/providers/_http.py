@@ -474,6 +474,12 @@ async def produce(
     except StreamFault as fault:
         yield builder.fail(session.redact(str(fault)))
         return
+    except Exception as exc:
+        # Not a network fault (a header value httpx2 refuses, say): still an Error.
+        yield builder.fail(
+            session.redact(f"the request could not be sent: {_describe_exception(exc)}")
+        )
+        return
     sse = SSEDecoder(max_event_bytes=session.options.max_event_bytes)
     final: ev.Done | ev.Error
     try:

@@ -2,7 +2,8 @@
 
 Wire format (``POST {base_url}/chat/completions`` with ``stream: true``): ``data:`` frames
 holding ``chat.completion.chunk`` objects, then ``data: [DONE]``. Each chunk's
-``choices[0].delta`` may carry ``content`` (text), a reasoning field (``reasoning_content``
+``choices[0].delta`` may carry ``content`` (text; a ``refusal`` is shown as text too), a
+reasoning field (``reasoning_content``
 from llama.cpp and vLLM, ``reasoning`` or ``reasoning_text`` elsewhere) and
 ``tool_calls`` fragments ``{index, id?, function: {name?, arguments?}}`` — accumulated by
 ``index``, the first fragment carrying the id and name. ``finish_reason`` ends the
@@ -311,10 +312,12 @@ class _Decoder:
                         b.signature(_THINKING, field)
                     out.extend(b.thinking(_THINKING, value))
                     break
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                out.extend(b.close(_THINKING))
-                out.extend(b.text(_TEXT, content))
+            # A refusal (OpenAI's structured outputs) is the reply's text.
+            for field in ("content", "refusal"):
+                content = delta.get(field)
+                if isinstance(content, str) and content:
+                    out.extend(b.close(_THINKING))
+                    out.extend(b.text(_TEXT, content))
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
                 for position, fragment in enumerate(calls):
