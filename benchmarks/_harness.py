@@ -422,6 +422,8 @@ def main_table(rows: Iterable[Row]) -> str:
     body = []
     for row in rows:
         name = f"{row.workload} {row.case}".strip()
+        if row.extra.get("phase") == "peers":
+            name += " (peer phase)"
         unit = f" per {row.unit}" if row.unit else ""
         ratio = row.ratio
         body.append(
