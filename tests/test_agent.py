@@ -6,6 +6,7 @@ test_agent_queues.py, which reuses the small builders defined here.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -23,16 +24,19 @@ from trio_agent import (
     AgentState,
     AgentUsageError,
     AssistantMessage,
+    Context,
     LoopConfig,
     Message,
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    NextTurn,
     Text,
     Tool,
     ToolCall,
     ToolContext,
     ToolResultMessage,
+    TurnContext,
     TurnEnd,
     TurnStart,
     UserMessage,
@@ -42,9 +46,21 @@ from trio_agent import (
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
 # --- builders shared with test_agent_queues.py --------------------------------------------
+
+
+def guarded(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """Fail a test that deadlocks instead of hanging: under the autojump clock a
+    deadlock jumps straight to this deadline."""
+
+    @functools.wraps(test)
+    async def run(*args: Any, **kwargs: Any) -> None:
+        with trio.fail_after(600):
+            await test(*args, **kwargs)
+
+    return run
 
 
 def reply(text: str = "done") -> AssistantMessage:
@@ -98,7 +114,8 @@ async def collect(events: trio.MemoryReceiveChannel[AgentEvent], into: list[Agen
 # --- default state, prompt, state while running ------------------------------------------
 
 
-async def test_default_state() -> None:
+@guarded
+async def test_default_state(autojump_clock: trio.testing.MockClock) -> None:
     async with open_agent(ScriptedModel()) as agent:
         assert agent.state == AgentState()
         assert agent.state.messages == ()
@@ -113,7 +130,10 @@ async def test_default_state() -> None:
             agent.state.is_running = True  # type: ignore[misc]
 
 
-async def test_prompt_runs_and_the_state_keeps_the_transcript() -> None:
+@guarded
+async def test_prompt_runs_and_the_state_keeps_the_transcript(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     probe = Probe()
     model = ScriptedModel([tool_use("c1"), reply("hello")])
     async with open_agent(model, tools=[probe.tool], system_prompt="be brief") as agent:
@@ -136,7 +156,10 @@ async def test_prompt_runs_and_the_state_keeps_the_transcript() -> None:
         assert agent.state.messages == result.transcript + second.messages
 
 
-async def test_prompt_accepts_several_messages_and_refuses_none() -> None:
+@guarded
+async def test_prompt_accepts_several_messages_and_refuses_none(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     model = ScriptedModel([reply()])
     async with open_agent(model) as agent:
         await agent.prompt([UserMessage.text("a"), UserMessage.text("b")])
@@ -145,7 +168,8 @@ async def test_prompt_accepts_several_messages_and_refuses_none() -> None:
             await agent.prompt([])
 
 
-async def test_initial_messages_and_settable_fields() -> None:
+@guarded
+async def test_initial_messages_and_settable_fields(autojump_clock: trio.testing.MockClock) -> None:
     history = (UserMessage.text("old"), reply("old answer"))
     model = ScriptedModel([reply()])
     async with open_agent(model, messages=history) as agent:
@@ -156,7 +180,10 @@ async def test_initial_messages_and_settable_fields() -> None:
         assert user_texts_of(model, 0) == ["old", "new"]
 
 
-async def test_state_while_streaming_and_running_tools() -> None:
+@guarded
+async def test_state_while_streaming_and_running_tools(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     probe = Probe()
     model = ScriptedModel([tool_use("c1", wait=True, text="let me look"), reply()], chunk_size=3)
     # Events of request 0: Start, TextStart, TextDelta("let"), TextDelta(" me"), ...
@@ -183,10 +210,37 @@ async def test_state_while_streaming_and_running_tools() -> None:
         assert agent.state.is_running is False
 
 
+@guarded
+async def test_the_state_ends_with_the_runs_transcript_when_the_context_is_swapped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """prepare_next_turn may replace the context (compaction): the events then no longer
+    add up to the transcript, and the run's own transcript is what the state keeps."""
+    summary = UserMessage.text("summary of earlier work")
+
+    def compact(ctx: TurnContext) -> NextTurn:
+        return NextTurn(context=Context(messages=(summary, *ctx.context.messages[-2:])))
+
+    probe = Probe()
+    model = ScriptedModel([tool_use("c1"), reply()])
+    history = (UserMessage.text("old"), reply("old answer"))
+    config = LoopConfig(prepare_next_turn=compact)
+    async with open_agent(model, tools=[probe.tool], config=config, messages=history) as agent:
+        result = await agent.prompt("new")
+        assert agent.state.messages == result.transcript
+        assert texts(agent.state.messages) == ["summary of earlier work"]
+        assert [m.role for m in agent.state.messages] == [
+            "user", "assistant", "tool_result", "assistant"
+        ]  # fmt: skip
+
+
 # --- busy errors, abort, reset -------------------------------------------------------------
 
 
-async def test_prompt_continue_reset_while_running_raise_busy() -> None:
+@guarded
+async def test_prompt_continue_reset_while_running_raise_busy(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     probe = Probe()
     model = ScriptedModel([tool_use("c1", wait=True), reply()])
     async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
@@ -204,7 +258,8 @@ async def test_prompt_continue_reset_while_running_raise_busy() -> None:
     assert texts(agent.state.messages) == ["first"]
 
 
-async def test_abort_when_idle_is_safe() -> None:
+@guarded
+async def test_abort_when_idle_is_safe(autojump_clock: trio.testing.MockClock) -> None:
     async with open_agent(ScriptedModel([reply()])) as agent:
         agent.abort()
         agent.abort("again")
@@ -213,7 +268,10 @@ async def test_abort_when_idle_is_safe() -> None:
         assert result.reason == "stop"
 
 
-async def test_abort_during_a_tool_keeps_the_transcript_paired() -> None:
+@guarded
+async def test_abort_during_a_tool_keeps_the_transcript_paired(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     probe = Probe()
     model = ScriptedModel([tool_use("c1", "c2", wait=True)])
     async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
@@ -236,7 +294,10 @@ async def test_abort_during_a_tool_keeps_the_transcript_paired() -> None:
     assert agent.state.is_running is False
 
 
-async def test_reset_forgets_transcript_queues_and_error() -> None:
+@guarded
+async def test_reset_forgets_transcript_queues_and_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     model = ScriptedModel([AssistantMessage(content=(), stop_reason="error", error_message="x")])
     async with open_agent(model) as agent:
         await agent.prompt("hi")
@@ -251,7 +312,10 @@ async def test_reset_forgets_transcript_queues_and_error() -> None:
 # --- continue_ -----------------------------------------------------------------------------
 
 
-async def test_continue_delivers_a_follow_up_from_an_assistant_tail() -> None:
+@guarded
+async def test_continue_delivers_a_follow_up_from_an_assistant_tail(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     model = ScriptedModel([reply("processed")])
     history = (UserMessage.text("initial"), reply("initial response"))
     async with open_agent(model, messages=history) as agent:
@@ -262,7 +326,10 @@ async def test_continue_delivers_a_follow_up_from_an_assistant_tail() -> None:
         assert not agent.has_queued_messages
 
 
-async def test_continue_keeps_one_at_a_time_steering_from_an_assistant_tail() -> None:
+@guarded
+async def test_continue_keeps_one_at_a_time_steering_from_an_assistant_tail(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     model = ScriptedModel([reply("processed 1"), reply("processed 2")])
     history = (UserMessage.text("initial"), reply("initial response"))
     async with open_agent(model, messages=history) as agent:
@@ -277,7 +344,21 @@ async def test_continue_keeps_one_at_a_time_steering_from_an_assistant_tail() ->
         assert len(model.requests) == 3
 
 
-async def test_continue_retries_from_a_user_tail() -> None:
+@guarded
+async def test_continue_from_an_empty_transcript_delivers_the_queue(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([reply(), reply()])
+    async with open_agent(model) as agent:
+        agent.follow_up("f1")
+        agent.steer("s1")
+        await agent.continue_()
+        assert texts(agent.state.messages) == ["s1", "f1"]
+        assert len(model.requests) == 2
+
+
+@guarded
+async def test_continue_retries_from_a_user_tail(autojump_clock: trio.testing.MockClock) -> None:
     model = ScriptedModel(
         [AssistantMessage(content=(), stop_reason="error", error_message="overloaded"), reply()]
     )
@@ -292,12 +373,15 @@ async def test_continue_retries_from_a_user_tail() -> None:
         assert [m.role for m in agent.state.messages] == ["user", "assistant"]
 
 
-async def test_continue_with_nothing_to_continue_is_a_usage_error() -> None:
+@guarded
+async def test_continue_with_nothing_to_continue_is_a_usage_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async with open_agent(ScriptedModel([reply()])) as agent:
-        with pytest.raises(AgentUsageError, match="transcript is empty"):
+        with pytest.raises(AgentUsageError, match="from an empty transcript"):
             await agent.continue_()
         await agent.prompt("hi")
-        with pytest.raises(AgentUsageError, match="nothing queued"):
+        with pytest.raises(AgentUsageError, match="from an assistant message"):
             await agent.continue_()
         assert agent.state.is_running is False
         await agent.wait_for_idle()  # the refused calls left no run behind
@@ -306,7 +390,10 @@ async def test_continue_with_nothing_to_continue_is_a_usage_error() -> None:
 # --- failures ------------------------------------------------------------------------------
 
 
-async def test_a_model_error_is_a_result_with_error_message() -> None:
+@guarded
+async def test_a_model_error_is_a_result_with_error_message(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     failing = AssistantMessage(
         content=(Text(text="par"),), stop_reason="error", error_message="boom"
     )
@@ -321,7 +408,10 @@ async def test_a_model_error_is_a_result_with_error_message() -> None:
         assert agent.state.error_message is None
 
 
-async def test_a_failing_hook_raises_and_keeps_the_paired_transcript() -> None:
+@guarded
+async def test_a_failing_hook_raises_and_keeps_the_paired_transcript(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     calls = 0
 
     def transform(messages: Any) -> Any:
@@ -358,7 +448,8 @@ async def test_a_failing_hook_raises_and_keeps_the_paired_transcript() -> None:
         assert (await agent.continue_()).reason == "stop"
 
 
-async def test_config_with_queue_hooks_is_refused() -> None:
+@guarded
+async def test_config_with_queue_hooks_is_refused(autojump_clock: trio.testing.MockClock) -> None:
     def poll() -> list[Message]:
         return []
 
@@ -379,7 +470,10 @@ async def test_config_with_queue_hooks_is_refused() -> None:
 # --- subscribers ---------------------------------------------------------------------------
 
 
-async def test_subscribe_gets_every_event_and_nothing_before() -> None:
+@guarded
+async def test_subscribe_gets_every_event_and_nothing_before(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     model = ScriptedModel([tool_use("c1"), reply("the end")], chunk_size=2)
     probe = Probe()
     seen: list[AgentEvent] = []
@@ -403,7 +497,10 @@ async def test_subscribe_gets_every_event_and_nothing_before() -> None:
         assert len(seen) == count
 
 
-async def test_agent_end_reaches_subscribers_with_the_state_final() -> None:
+@guarded
+async def test_agent_end_reaches_subscribers_with_the_state_final(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     model = ScriptedModel([reply("one"), reply("two")])
     observed: list[tuple[bool, int]] = []
     second: list[Any] = []
@@ -432,7 +529,10 @@ async def test_agent_end_reaches_subscribers_with_the_state_final() -> None:
     assert texts(agent.state.messages) == ["one", "two"]
 
 
-async def test_a_slow_subscriber_applies_backpressure() -> None:
+@guarded
+async def test_a_slow_subscriber_applies_backpressure(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     model = ScriptedModel([reply()])
     async with open_agent(model) as agent, trio.open_nursery() as nursery:
         async with agent.subscribe() as events:
@@ -449,6 +549,7 @@ async def test_a_slow_subscriber_applies_backpressure() -> None:
         assert len(model.requests) == 1
 
 
+@guarded
 async def test_drop_updates_subscriber_does_not_slow_the_stream(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -474,7 +575,10 @@ async def test_drop_updates_subscriber_does_not_slow_the_stream(
     assert seen[-1] == AgentEnd(reason="stop", messages=result.messages)
 
 
-async def test_a_subscriber_that_leaves_does_not_break_the_run() -> None:
+@guarded
+async def test_a_subscriber_that_leaves_does_not_break_the_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     probe = Probe()
     model = ScriptedModel([tool_use("c1"), reply()])
     kept: list[AgentEvent] = []
@@ -496,7 +600,10 @@ async def test_a_subscriber_that_leaves_does_not_break_the_run() -> None:
     ]  # fmt: skip
 
 
-async def test_a_later_subscriber_sees_only_later_runs() -> None:
+@guarded
+async def test_a_later_subscriber_sees_only_later_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     model = ScriptedModel([reply("one"), reply("two")])
     seen: list[AgentEvent] = []
     async with open_agent(model) as agent:
@@ -515,7 +622,10 @@ async def test_a_later_subscriber_sees_only_later_runs() -> None:
 # --- cancellation and closing --------------------------------------------------------------
 
 
-async def test_cancelling_prompt_aborts_the_run_and_tells_subscribers() -> None:
+@guarded
+async def test_cancelling_prompt_aborts_the_run_and_tells_subscribers(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     probe = Probe()
     model = ScriptedModel([tool_use("c1", wait=True)])
     seen: list[AgentEvent] = []
@@ -542,31 +652,33 @@ async def test_cancelling_prompt_aborts_the_run_and_tells_subscribers() -> None:
         assert (await agent.continue_()).reason == "stop"
 
 
-async def test_leaving_open_agent_aborts_the_run_and_ends_subscriptions() -> None:
+@guarded
+async def test_leaving_open_agent_aborts_the_run_and_ends_subscriptions(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     probe = Probe()
     model = ScriptedModel([tool_use("c1", wait=True)])
     seen: list[AgentEvent] = []
     results: list[Any] = []
-    with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            async with open_agent(model, tools=[probe.tool]) as agent:
-                events_cm = agent.subscribe()
-                events = await events_cm.__aenter__()
+    async with trio.open_nursery() as nursery:
+        async with open_agent(model, tools=[probe.tool]) as agent:
+            events_cm = agent.subscribe()
+            events = await events_cm.__aenter__()
 
-                # On purpose, these tasks outlive the agent's block: it must end them.
-                async def watch() -> None:
-                    await collect(events, seen)
+            # On purpose, these tasks outlive the agent's block: it must end them.
+            async def watch() -> None:
+                await collect(events, seen)
 
-                async def run() -> None:
-                    results.append(await agent.prompt("go"))
+            async def run() -> None:
+                results.append(await agent.prompt("go"))
 
-                nursery.start_soon(watch)
-                nursery.start_soon(run)
-                await probe.started["c1"].wait()
-            # The run ended before the block was left; the subscription's iteration ended.
-            assert agent.state.is_running is False
-            assert results[0].reason == "aborted"
-            await events_cm.__aexit__(None, None, None)
+            nursery.start_soon(watch)
+            nursery.start_soon(run)
+            await probe.started["c1"].wait()
+        # The run ended before the block was left; the subscription's iteration ended.
+        assert agent.state.is_running is False
+        assert results[0].reason == "aborted"
+        await events_cm.__aexit__(None, None, None)
     assert type(seen[-1]) is AgentEnd
     with pytest.raises(AgentUsageError, match="closed"):
         await agent.prompt("late")
@@ -574,23 +686,23 @@ async def test_leaving_open_agent_aborts_the_run_and_ends_subscriptions() -> Non
         agent.steer("late")
 
 
+@guarded
 async def test_leaving_open_agent_does_not_wait_forever_for_a_stuck_subscriber(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
     model = ScriptedModel([tool_use("c1", wait=True)])
-    with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            async with open_agent(model, tools=[probe.tool]) as agent:
-                stuck = agent.subscribe()
-                await stuck.__aenter__()  # never read
+    async with trio.open_nursery() as nursery:
+        async with open_agent(model, tools=[probe.tool]) as agent:
+            stuck = agent.subscribe()
+            await stuck.__aenter__()  # never read
 
-                async def run() -> None:  # outlives the agent's block, on purpose
-                    await agent.prompt("go")
+            async def run() -> None:  # outlives the agent's block, on purpose
+                await agent.prompt("go")
 
-                nursery.start_soon(run)
-                await trio.testing.wait_all_tasks_blocked()
-                start = trio.current_time()
-            # Bounded by cleanup_timeout (5 s) with the subscriber, then without it.
-            assert trio.current_time() - start == pytest.approx(5)
-            assert agent.state.is_running is False
+            nursery.start_soon(run)
+            await trio.testing.wait_all_tasks_blocked()
+            start = trio.current_time()
+        # Bounded by cleanup_timeout (5 s) with the subscriber, then without it.
+        assert trio.current_time() - start == pytest.approx(5)
+        assert agent.state.is_running is False

@@ -431,8 +431,11 @@ class Agent:
 
         Leaving the block unsubscribes (a run waiting for this subscriber goes on) and
         ends the channel: a reader's ``async for`` finishes after the events already
-        buffered. Closing the agent ends every subscription the same way. Do not ``await agent.prompt()`` inside the loop that reads the
-        channel: the new run would wait for that very reader. Start it in another task.
+        buffered. Closing the agent ends every subscription the same way.
+
+        Do not ``await agent.prompt()`` inside the loop that reads the channel: the new
+        run would wait for that very reader. Start it in another task (it may be started
+        as soon as ``AgentEnd`` arrives: the state is final by then).
 
         Raises:
             AgentUsageError: the agent is closed.
@@ -528,35 +531,31 @@ class Agent:
         """Run again from the transcript as it stands (to retry, or to answer the queues).
 
         From a transcript ending in a user, tool-result or custom message, the model is
-        asked again. From an assistant message, the queued steering is delivered (by
-        ``steering_mode``), else the queued follow-ups (by ``follow_up_mode``).
+        asked again (queued steering joins at the first poll). From an assistant message
+        or an empty transcript, the queued steering is delivered (by ``steering_mode``),
+        else the queued follow-ups (by ``follow_up_mode``). So
+        ``while agent.has_queued_messages: await agent.continue_()`` always works.
 
         Raises:
             AgentBusyError: a run is active.
-            AgentUsageError: the transcript is empty, or ends in an assistant message and
+            AgentUsageError: the transcript is empty or ends in an assistant message, and
                 nothing is queued.
             AgentRunError: as for :meth:`prompt`.
         """
         active = await self._begin("continue_")
-        try:
-            if not self._messages:
+        prompts: list[Message] = []
+        if not self._messages or type(self._messages[-1]) is AssistantMessage:
+            prompts = self._take(active, "steering")
+            active.skip_first_poll = bool(prompts)
+            if not prompts:
+                prompts = self._take(active, "follow_up")
+            if not prompts:
+                self._finish(active, None, None)
+                where = "an assistant message" if self._messages else "an empty transcript"
                 raise AgentUsageError(
-                    "nothing to continue from: the transcript is empty (call prompt())"
+                    f"nothing to continue from {where} with nothing queued: call "
+                    "prompt(), or queue a message with steer() or follow_up() first"
                 )
-            prompts: list[Message] = []
-            if type(self._messages[-1]) is AssistantMessage:
-                prompts = self._take(active, "steering")
-                active.skip_first_poll = bool(prompts)
-                if not prompts:
-                    prompts = self._take(active, "follow_up")
-                if not prompts:
-                    raise AgentUsageError(
-                        "cannot continue from an assistant message with nothing queued: "
-                        "call prompt(), or queue a message with steer() or follow_up() first"
-                    )
-        except BaseException:
-            self._finish(active, None, None)
-            raise
         return await self._run(active, prompts)
 
     async def _run(self, active: _ActiveRun, prompts: list[Message]) -> AgentRunResult:
