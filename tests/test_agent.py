@@ -345,19 +345,6 @@ async def test_continue_keeps_one_at_a_time_steering_from_an_assistant_tail(
 
 
 @guarded
-async def test_continue_from_an_empty_transcript_delivers_the_queue(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    model = ScriptedModel([reply(), reply()])
-    async with open_agent(model) as agent:
-        agent.follow_up("f1")
-        agent.steer("s1")
-        await agent.continue_()
-        assert texts(agent.state.messages) == ["s1", "f1"]
-        assert len(model.requests) == 2
-
-
-@guarded
 async def test_continue_retries_from_a_user_tail(autojump_clock: trio.testing.MockClock) -> None:
     model = ScriptedModel(
         [AssistantMessage(content=(), stop_reason="error", error_message="overloaded"), reply()]
@@ -378,10 +365,12 @@ async def test_continue_with_nothing_to_continue_is_a_usage_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async with open_agent(ScriptedModel([reply()])) as agent:
-        with pytest.raises(AgentUsageError, match="from an empty transcript"):
+        agent.steer("queued")
+        with pytest.raises(AgentUsageError, match="transcript is empty"):
             await agent.continue_()
         await agent.prompt("hi")
-        with pytest.raises(AgentUsageError, match="from an assistant message"):
+        assert texts(agent.state.messages) == ["queued", "hi"]
+        with pytest.raises(AgentUsageError, match="nothing queued"):
             await agent.continue_()
         assert agent.state.is_running is False
         await agent.wait_for_idle()  # the refused calls left no run behind

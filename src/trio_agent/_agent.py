@@ -23,7 +23,15 @@ not lost and not stranded: it stays queued and the *next* run delivers it first 
 place: they go when the model would otherwise stop), and ``continue_()`` from an assistant
 tail sends queued steering, else follow-ups. ``has_queued_messages`` tells whether
 anything waits; ``while agent.has_queued_messages: await agent.continue_()`` answers
-late messages at once.
+late messages at once (from a non-empty transcript).
+
+``steer(m, interrupt=True)`` puts ``m`` at the front of the steering queue and calls
+:meth:`AgentRun.interrupt`, which cuts the running batch or reply; the run then reaches
+its steering poll and delivers ``m``. If neither a batch nor a reply runs at that moment
+(the request is being prepared, or the reply has just ended and its batch not begun), the
+agent keeps the interrupt pending and tries again at each event of the run, until the
+steering poll hands ``m`` out — so what the interrupt cuts is always work that started
+before ``m`` was delivered.
 
 The state is final — ``is_running`` false, ``messages`` the run's transcript, the queues
 restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi). The
@@ -531,29 +539,34 @@ class Agent:
         """Run again from the transcript as it stands (to retry, or to answer the queues).
 
         From a transcript ending in a user, tool-result or custom message, the model is
-        asked again (queued steering joins at the first poll). From an assistant message
-        or an empty transcript, the queued steering is delivered (by ``steering_mode``),
-        else the queued follow-ups (by ``follow_up_mode``). So
-        ``while agent.has_queued_messages: await agent.continue_()`` always works.
+        asked again (queued steering joins at the run's first poll). From an assistant
+        message, the queued steering is delivered (by ``steering_mode``), else the
+        queued follow-ups (by ``follow_up_mode``). An empty transcript has nothing to
+        continue (as in pi): use :meth:`prompt`, which also delivers queued steering.
 
         Raises:
             AgentBusyError: a run is active.
-            AgentUsageError: the transcript is empty or ends in an assistant message, and
+            AgentUsageError: the transcript is empty, or ends in an assistant message and
                 nothing is queued.
             AgentRunError: as for :meth:`prompt`.
         """
         active = await self._begin("continue_")
         prompts: list[Message] = []
-        if not self._messages or type(self._messages[-1]) is AssistantMessage:
+        if not self._messages:
+            self._finish(active, None, None)
+            raise AgentUsageError(
+                "nothing to continue from: the transcript is empty (call prompt(); it also "
+                "delivers queued steering)"
+            )
+        if type(self._messages[-1]) is AssistantMessage:
             prompts = self._take(active, "steering")
             active.skip_first_poll = bool(prompts)
             if not prompts:
                 prompts = self._take(active, "follow_up")
             if not prompts:
                 self._finish(active, None, None)
-                where = "an assistant message" if self._messages else "an empty transcript"
                 raise AgentUsageError(
-                    f"nothing to continue from {where} with nothing queued: call "
+                    "cannot continue from an assistant message with nothing queued: call "
                     "prompt(), or queue a message with steer() or follow_up() first"
                 )
         return await self._run(active, prompts)
