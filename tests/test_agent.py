@@ -309,6 +309,25 @@ async def test_reset_forgets_transcript_queues_and_error(
         assert not agent.has_queued_messages
 
 
+@guarded
+async def test_queues_can_be_inspected_and_cleared(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_agent(ScriptedModel([reply()])) as agent:
+        agent.steer("s1")
+        agent.steer("s0", interrupt=True)  # idle: just goes first
+        agent.follow_up("f1")
+        assert agent.has_queued_messages
+        assert texts(agent.queued_steering) == ["s0", "s1"]
+        steering, follow_ups = agent.clear_queues()
+        assert (texts(steering), texts(follow_ups)) == (["s0", "s1"], ["f1"])
+        assert not agent.has_queued_messages
+        with pytest.raises(TypeError, match="expected a message or a str"):
+            agent.steer(42)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="expected a message or a str"):
+            await agent.prompt([UserMessage.text("ok"), 42])  # type: ignore[list-item]
+        assert agent.state.is_running is False
+        await agent.prompt("fine")
+
+
 # --- continue_ -----------------------------------------------------------------------------
 
 
