@@ -5,8 +5,10 @@ These tests start real processes, so they use the real clock; each stays well un
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,7 @@ from trio_agent import (
 from trio_agent._tools import ToolContext
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import WorkspaceError, workspace
-from trio_agent.tools._bash import MAX_OUTPUT_LINES
+from trio_agent.tools._bash import DRAIN_TIMEOUT, MAX_OUTPUT_LINES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -249,3 +251,21 @@ async def test_bad_timeout_and_no_bash(tmp_path: Path, bash: Tool) -> None:
     with pytest.raises(WorkspaceError, match="timeout must be more than 0 seconds, got 0"):
         await run(bash, command="true", timeout=0)
     assert "bash" not in {t.name for t in workspace(tmp_path, allow_bash=False)}
+
+
+async def test_a_process_that_left_the_group_does_not_hold_the_call(bash: Tool) -> None:
+    # `setsid` puts the child in a session of its own, out of reach of the group kill; it
+    # keeps the output pipe open, so reading stops after the drain bound instead.
+    progress: list[Any] = []
+    start = trio.current_time()
+    try:
+        with trio.fail_after(2 + DRAIN_TIMEOUT):
+            # The pause lets the child call setsid() before the shell exits.
+            out = await run(bash, progress, command="setsid sleep 5 & echo pid=$!; sleep 0.3")
+        took = trio.current_time() - start
+        assert DRAIN_TIMEOUT <= took < 1 + DRAIN_TIMEOUT
+        assert out.content == f"{progress[0]}\n\n[exit code 0]"
+    finally:
+        if progress:  # the escaped sleep is ours: end it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(progress[0].removeprefix("pid=")), signal.SIGKILL)
