@@ -157,7 +157,9 @@ class _Session:
             if not dirs and not files:
                 lines.append("- The folder is empty.")
             else:
-                some = ", ".join([*(d + "/" for d in dirs[:3]), *files[:3]])
+                # Visible names first: they say more than .git/ or .venv/.
+                names = sorted([*(d + "/" for d in dirs), *files], key=lambda n: n[0] == ".")
+                some = ", ".join(names[:6])
                 lines.append(
                     f"- It holds {_count(len(dirs), 'folder')} and {_count(len(files), 'file')} "
                     f"at the top level ({some}{', …' if len(dirs) + len(files) > 6 else ''})."

@@ -47,6 +47,9 @@ SKIP_DIRS = frozenset(
         ".mypy_cache",
         ".pytest_cache",
         ".ruff_cache",
+        ".hypothesis",
+        ".cache",
+        ".eggs",
     }
 )
 """Folders find and grep do not enter (version control, dependencies, caches)."""
