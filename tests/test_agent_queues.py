@@ -196,11 +196,12 @@ async def test_an_abort_before_the_first_turn_puts_the_taken_steering_back(
         agent.steer("s1")
         trio.lowlevel.add_instrument(_AbortAtRunStart(agent))
         result = await agent.prompt("x")
-        # Neither in the transcript nor in `undelivered` (the loop never saw the
-        # prompts): the agent still knows it took s1 and puts it back.
+        # prompt() sends the queued steering ahead of "x"; neither entered the
+        # transcript, so the loop reports both in `undelivered`, and the agent puts s1
+        # (taken from its queue) back.
         assert result.reason == "aborted"
         assert result.messages == ()
-        assert result.undelivered == ()
+        assert texts(result.undelivered) == ["s1", "x"]
         assert texts(agent.queued_steering) == ["s1"]
         await agent.prompt("y")
         assert user_texts_of(model, 0) == ["s1", "y"]
@@ -323,11 +324,12 @@ async def test_interrupting_steer_during_a_stream(autojump_clock: trio.testing.M
 
 
 @guarded
-async def test_interrupt_between_turns_cuts_the_reply_that_starts_next(
+async def test_an_interrupt_before_the_request_goes_out_joins_that_request(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """Neither a batch nor a reply runs when the steer arrives (the request is being
-    prepared): the reply that then starts is the one cut."""
+    prepared): the loop takes the steering into that request before sending it, so no
+    reply is cut and nothing is wasted."""
     probe = Probe()
     entered, gate = trio.Event(), trio.Event()
 
@@ -347,11 +349,12 @@ async def test_interrupt_between_turns_cuts_the_reply_that_starts_next(
         await entered.wait()
         agent.steer("new plan", interrupt=True)
         gate.set()
-    first = agent.state.messages[1]
+    assert user_texts_of(model, 0) == ["go", "new plan"]
+    first = agent.state.messages[2]
     assert type(first) is AssistantMessage
-    assert first.stop_reason == "aborted"
-    assert "c1" not in probe.started
-    assert user_texts_of(model, 1)[-1] == "new plan"
+    assert first.stop_reason == "tool_use"
+    assert "c1" in probe.started
+    assert len(model.requests) == 2
     assert type(agent.state.messages[-1]) is AssistantMessage
     assert agent.state.messages[-1].stop_reason == "stop"
     check_transcript(agent.state.messages)

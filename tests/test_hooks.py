@@ -22,6 +22,7 @@ from loopkit import (
 from trio_agent import (
     AfterToolCallContext,
     AfterToolCallResult,
+    AssistantMessage,
     BeforeToolCallContext,
     BeforeToolCallResult,
     Context,
@@ -44,6 +45,7 @@ from trio_agent import (
     ToolResultMessage,
     TurnContext,
     UserMessage,
+    open_agent_loop,
     run_agent_loop,
 )
 from trio_agent.testing import ScriptedModel
@@ -696,3 +698,103 @@ async def test_max_steps_runs_no_hook_or_poll() -> None:
         ),
     )
     assert (result.reason, calls) == ("max_steps", [])
+
+
+# --- interrupt (what steer(interrupt=True) builds on) ----------------------------------------
+
+
+def one_shot_queue(*messages: Message) -> Any:
+    queue = list(messages)
+
+    def poll() -> list[Message]:
+        out = list(queue)
+        queue.clear()
+        return out
+
+    return queue, poll
+
+
+async def test_interrupt_during_a_batch_skips_unfinished_calls_and_goes_on(
+    autojump_clock: Any,
+) -> None:
+    queue, poll = one_shot_queue()
+    model = ScriptedModel(
+        [tool_use(call("fast", "sleep", s=1), call("slow", "sleep", s=100)), reply("ok")]
+    )
+    async with open_agent_loop(
+        prompt(), ctx(sleeper("sleep", 0)), model, LoopConfig(get_steering_messages=poll)
+    ) as run:
+        async for event in run.events:
+            if isinstance(event, ToolExecutionEnd) and event.call_id == "fast":
+                queue.append(UserMessage.text("change of plan"))
+                assert run.interrupt()
+    result = run.result
+    assert result is not None
+    by_id = results_of(result.messages)
+    assert not by_id["fast"].is_error
+    assert by_id["slow"].text == "Tool call skipped: interrupted by user."
+    assert model.requests[1].messages[-1].content[0].text == "change of plan"  # type: ignore[union-attr]
+    assert (result.reason, result.steps) == ("stop", 2)
+
+
+async def test_interrupt_between_reply_and_batch_cancels_the_batch() -> None:
+    queue, poll = one_shot_queue()
+    executed: list[str] = []
+
+    async def probe(c: ToolCall, args: Mapping[str, Any], tc: ToolContext) -> str:
+        await trio.lowlevel.checkpoint()
+        executed.append(c.id)
+        return "ran"
+
+    model = ScriptedModel([tool_use(call("a")), reply()])
+    events = []
+    async with open_agent_loop(
+        prompt(), ctx(make_tool("probe", probe)), model, LoopConfig(get_steering_messages=poll)
+    ) as run:
+        async for event in run.events:
+            events.append(event)
+            if isinstance(event, MessageEnd) and event.message.role == "assistant":
+                if run.steps == 1:
+                    queue.append(UserMessage.text("stop that"))
+                    assert run.interrupt()  # no stream, no batch yet: kept until the batch
+    result = run.result
+    assert result is not None
+    assert executed == []
+    assert results_of(result.messages)["a"].text == "Tool call skipped: interrupted by user."
+    assert [e.outcome for e in events if isinstance(e, ToolExecutionEnd)] == ["skipped"]
+    assert (result.reason, result.steps) == ("stop", 2)
+    assert_consistent(result, events)
+
+
+async def test_interrupt_during_a_stream_keeps_the_partial_reply(autojump_clock: Any) -> None:
+    queue, poll = one_shot_queue()
+    model = ScriptedModel([tool_use(call("a"), text="long answer"), reply("new")], chunk_size=2)
+    pause = model.pause_at(0, 3)
+    wait = UserMessage.text("wait")
+    async with open_agent_loop(
+        prompt(), ctx(make_tool()), model, LoopConfig(get_steering_messages=poll), buffer=100
+    ) as run:
+        await pause.reached.wait()
+        queue.append(wait)
+        assert run.interrupt()
+        pause.release()
+        events = [e async for e in run.events]
+    result = run.result
+    assert result is not None
+    first = result.messages[1]
+    assert isinstance(first, AssistantMessage)
+    assert (first.stop_reason, first.text, first.tool_calls) == ("aborted", "lo", ())
+    assert result.messages[2] == wait
+    assert (result.reason, result.steps) == ("stop", 2)
+    assert_consistent(result, events)
+
+
+async def test_interrupt_without_a_steering_hook_does_not_hang() -> None:
+    model = ScriptedModel([tool_use(call("a")), reply()])
+    with trio.fail_after(5):
+        async with open_agent_loop(prompt(), ctx(make_tool()), model) as run:
+            assert run.interrupt()  # before anything runs
+            events = [e async for e in run.events]
+    assert run.result is not None
+    assert (run.result.reason, run.result.steps) == ("stop", 2)
+    assert_consistent(run.result, events)

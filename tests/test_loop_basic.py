@@ -282,14 +282,16 @@ async def test_a_tool_returning_the_wrong_type_is_an_error_result() -> None:
 
 async def test_pre_abort_makes_no_request() -> None:
     model = readme_script()
-    async with open_agent_loop(prompt(), ctx(READ), model) as run:
+    prompts = prompt()
+    async with open_agent_loop(prompts, ctx(READ), model) as run:
         run.abort()
         types = [e.type async for e in run.events]
     assert types == ["agent_start", "agent_end"]
     assert run.result is not None
     assert (run.result.reason, run.result.steps) == ("aborted", 0)
     assert model.requests == []
-    assert (run.result.messages, run.result.undelivered) == ((), ())
+    # the prompts never entered the transcript: they are reported, not lost
+    assert (run.result.messages, run.result.undelivered) == ((), tuple(prompts))
 
 
 async def test_abort_after_the_tool_batch_keeps_results_and_stops(autojump_clock: Any) -> None:

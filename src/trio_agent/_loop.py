@@ -150,7 +150,9 @@ class _Runner:
         # over the whole history every turn.
         self.llm_view: list[Message] = list(_default_convert(self.transcript))
         self.new_messages: list[Message] = []
-        self.pending: list[Message] = []
+        # Prompts count as pending from the start: a run that ends before appending
+        # them reports them in `undelivered`, like polled messages.
+        self.pending: list[Message] = list(prompts)
         self.steps = 0
         self.turn_index = 0
         self.turn_open = False
@@ -166,6 +168,7 @@ class _Runner:
         self.aborted = False
         self.abort_reason: str | None = None
         self.interrupt_requested = False
+        self.interrupt_pending = False
         self.ended = False
         self.result: AgentRunResult | None = None
         self._tool_specs: tuple[ToolSpec, ...] | None = None
@@ -188,20 +191,24 @@ class _Runner:
         self.scope.cancel()
 
     def interrupt(self) -> bool:
-        """Cancel the running batch or stream; the run goes on. False if neither runs."""
+        """Cancel the running batch or stream; the run goes on. False once the run ended.
+
+        Between the two (the reply is over, its batch not started yet; or a turn is
+        being set up) the interrupt is kept until the next steering poll: a batch that
+        starts before it is cancelled at once, and a request about to be sent first
+        takes what the steering queue holds.
+        """
         if self.ended:
             return False
         if self.batch is not None:
-            self.batch.interrupted = True
-            self.batch.stop_outcome = "skipped"
-            self.batch.stop_text = "Tool call skipped: interrupted by user."
-            self.batch.scope.cancel()
+            _interrupt_batch(self.batch)
             return True
         if self.stream_scope is not None:
             self.interrupt_requested = True
             self.stream_scope.cancel()
             return True
-        return False
+        self.interrupt_pending = True
+        return True
 
     # --- events -------------------------------------------------------------------------
 
@@ -393,6 +400,10 @@ class _Runner:
             self.scope.cancel()
         await trio.lowlevel.checkpoint_if_cancelled()
 
+    async def _poll_steering(self) -> None:
+        self.interrupt_pending = False  # this poll delivers what an interrupt wanted
+        await self._poll(self.config.get_steering_messages)
+
     async def _poll(self, hook: Callable[[], Any] | None) -> None:
         if hook is None:
             return
@@ -424,8 +435,7 @@ class _Runner:
         config = self.config
         await self.emit(ev.AgentStart())
         await self._checkpoint_abort()
-        self.pending.extend(self.prompts)
-        await self._poll(config.get_steering_messages)
+        await self._poll_steering()
         first = True
         has_more = True
         last_terminated = False
@@ -440,7 +450,7 @@ class _Runner:
                         if nxt is not None:
                             self._apply_next_turn(nxt)
                     if not self.pending:
-                        await self._poll(config.get_steering_messages)
+                        await self._poll_steering()
                 first = False
                 await self._checkpoint_abort()
                 decision = await self._turn()
@@ -453,7 +463,7 @@ class _Runner:
                     config.should_stop_after_turn(self._turn_context())
                 ):
                     return await self._end("stopped")
-                await self._poll(config.get_steering_messages)
+                await self._poll_steering()
             await self._poll(config.get_follow_up_messages)
             if self.pending:
                 continue
@@ -488,6 +498,18 @@ class _Runner:
             options=self.options,
         )
 
+    async def _llm_messages(self) -> Sequence[Message]:
+        """The transcript as this request shows it to the model."""
+        config = self.config
+        if config.transform_context is None and config.convert_to_llm is None:
+            return self.llm_view
+        messages: Sequence[Message] = self.transcript
+        if config.transform_context is not None:
+            messages = await maybe_await(config.transform_context(tuple(messages)))
+        if config.convert_to_llm is not None:
+            return await maybe_await(config.convert_to_llm(tuple(messages)))  # type: ignore[no-any-return]
+        return _default_convert(messages)
+
     async def _turn(self) -> Decision:
         config = self.config
         self.turn_open = True
@@ -501,18 +523,14 @@ class _Runner:
         for message in pending:
             events.extend(self._append(message))
         await self.emit(*events)
-        messages: Sequence[Message]
-        if config.transform_context is None and config.convert_to_llm is None:
-            messages = self.llm_view
-        else:
-            messages = self.transcript
-            if config.transform_context is not None:
-                messages = await maybe_await(config.transform_context(tuple(messages)))
-            convert = config.convert_to_llm
-            if convert is not None:
-                messages = await maybe_await(convert(tuple(messages)))
-            else:
-                messages = _default_convert(messages)
+        while True:
+            messages = await self._llm_messages()
+            if not self.interrupt_pending:
+                break
+            # Interrupted before the request went out: it takes the steering first.
+            await self._poll_steering()
+            pending, self.pending = self.pending, []
+            await self.emit(*(e for m in pending for e in self._append(m)))
         request = self._request(messages)
         await self._checkpoint_abort()
         self.steps += 1
@@ -635,6 +653,9 @@ class _Runner:
             has_sink=self.has_sink,
         )
         self.batch = batch
+        if self.interrupt_pending:
+            self.interrupt_pending = False
+            _interrupt_batch(batch)
         await batch.run()
         events = batch.finish_unfinished()
         results = batch.results()
@@ -647,6 +668,13 @@ class _Runner:
         await self.emit(*events)
         if self.aborted:
             await self._checkpoint_abort()
+
+
+def _interrupt_batch(batch: Batch) -> None:
+    batch.interrupted = True
+    batch.stop_outcome = "skipped"
+    batch.stop_text = "Tool call skipped: interrupted by user."
+    batch.scope.cancel()
 
 
 def _abort_text(reason: str | None) -> str:
