@@ -21,6 +21,7 @@ from trio_agent import (
     LoopConfig,
     Text,
     ToolCall,
+    ToolContext,
     ToolExecutionEnd,
     ToolExecutionUpdate,
     ToolOutput,
@@ -29,7 +30,6 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
-from trio_agent._tools import ToolContext
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import WorkspaceError, workspace
 from trio_agent.tools._bash import DRAIN_TIMEOUT, MAX_OUTPUT_LINES

@@ -15,13 +15,13 @@ from trio_agent import (
     Context,
     Text,
     ToolCall,
+    ToolContext,
     ToolOutput,
     ToolResultMessage,
     UserMessage,
     check_transcript,
     run_agent_loop,
 )
-from trio_agent._tools import ToolContext
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import WorkspaceError, workspace
 from trio_agent.tools._files import MAX_LINE_CHARS, MAX_LINES, MAX_READ_CHARS

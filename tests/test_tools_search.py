@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from trio_agent import ToolCall, ToolOutput
-from trio_agent._tools import ToolContext
+from trio_agent import ToolCall, ToolContext, ToolOutput
 from trio_agent.tools import WorkspaceError, _search, workspace
 from trio_agent.tools._search import compile_glob
 
