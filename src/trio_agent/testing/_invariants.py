@@ -68,7 +68,8 @@ def assert_run_invariants(
         prompts: the prompts passed to the run; checked to be the first messages of any
             run that made a request.
         polled: every message the steering and follow-up polls returned, in the order
-            they returned them; each must be delivered exactly once, in that order, or be
+            they returned them. With ``prompts`` (give both), each of the prompts and
+            then the polled messages must be delivered exactly once, in that order, or be
             in ``result.undelivered``.
         max_steps: the run's ``LoopConfig.max_steps``.
         requests_at_abort: how many requests the model had received when the run was
@@ -412,20 +413,22 @@ def _queues(
             out.append(f"{tag} the run made a request but did not start with its prompts")
     if polled is None:
         return
-    polled_ids = {id(m) for m in polled}
-    if len(polled_ids) != len(polled):
-        out.append(f"{tag} a poll returned the same message object twice")
-    delivered = [m for m in result.messages if id(m) in polled_ids]
+    # The run's pending messages are its prompts, then what the polls returned, in that
+    # order; each enters the transcript once, in that order, or ends in `undelivered`.
+    queued = [*(prompts or ()), *polled]
+    queued_ids = {id(m) for m in queued}
+    if len(queued_ids) != len(queued):
+        out.append(f"{tag} the same message object was prompted or polled twice")
+    delivered = [m for m in result.messages if id(m) in queued_ids]
     if len({id(m) for m in delivered}) != len(delivered):
         out.append(f"{tag} a polled message entered the transcript twice")
     undelivered = list(result.undelivered)
-    strays = [m for m in undelivered if id(m) not in polled_ids]
+    strays = [m for m in undelivered if id(m) not in queued_ids]
     if strays:
         out.append(f"{tag} {len(strays)} undelivered message(s) no poll returned")
     got = [id(m) for m in (*delivered, *undelivered)]
-    want = [id(m) for m in polled]
-    if got != want:
-        lost = [m for m in polled if id(m) not in set(got)]
+    if got != [id(m) for m in queued]:
+        lost = [m for m in queued if id(m) not in set(got)]
         if lost:
             out.append(
                 f"{tag} {len(lost)} polled message(s) neither delivered nor undelivered: "
@@ -433,12 +436,12 @@ def _queues(
             )
         else:
             out.append(
-                f"{tag} polled messages out of order: polled {[_label(m) for m in polled]}, "
+                f"{tag} polled messages out of order: polled {[_label(m) for m in queued]}, "
                 f"delivered then undelivered "
                 f"{[_label(m) for m in (*delivered, *undelivered)]}"
             )
     if events and result.undelivered and result.reason not in ("aborted", "error", "max_steps"):
-        # Only an end that cuts the run short may leave polled messages undelivered.
+        # Only an end that cuts the run short may leave messages undelivered.
         out.append(
             f"{tag} {len(result.undelivered)} undelivered message(s) after a {result.reason!r} end"
         )
