@@ -798,3 +798,20 @@ async def test_interrupt_without_a_steering_hook_does_not_hang() -> None:
     assert run.result is not None
     assert (run.result.reason, run.result.steps) == ("stop", 2)
     assert_consistent(run.result, events)
+
+
+async def test_a_tool_can_fail_with_details() -> None:
+    async def fails(c: ToolCall, args: Mapping[str, Any], tc: ToolContext) -> ToolOutput:
+        await trio.lowlevel.checkpoint()
+        return ToolOutput(content="exit code 2", details={"exit_code": 2}, is_error=True)
+
+    rec = Recorder()
+    result = await run_agent_loop(
+        prompt(),
+        ctx(make_tool("probe", fails)),
+        ScriptedModel([tool_use(call("a")), reply()]),
+        on_event=rec,
+    )
+    tr = results_of(result.messages)["a"]
+    assert (tr.is_error, tr.details, tr.text) == (True, {"exit_code": 2}, "exit code 2")
+    assert rec.of(ToolExecutionEnd)[0].outcome == "error"

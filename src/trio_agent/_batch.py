@@ -393,5 +393,5 @@ def _normalize(
     if isinstance(output, str):
         return (Text(text=output),), None, False, False
     if isinstance(output, ToolOutput):
-        return _blocks(output.content), output.details, output.terminate, False
+        return _blocks(output.content), output.details, output.terminate, output.is_error
     raise TypeError(f"a tool must return a str or a ToolOutput, not {type(output).__name__}")

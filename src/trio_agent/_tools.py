@@ -21,11 +21,14 @@ class ToolOutput:
         details: JSON data for the application, not sent to the model.
         terminate: ask the loop to stop after this batch (it stops only when every
             result of the batch asks, and nothing is queued).
+        is_error: report a failure while keeping ``details`` (raising an exception is
+            the other way to fail; it carries only a message).
     """
 
     content: str | Sequence[Text | Image]
     details: Any = None
     terminate: bool = False
+    is_error: bool = False
 
 
 @attrs.define(eq=False)
