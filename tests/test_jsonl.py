@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from loopkit import Recorder, call, ctx, prompt, reply, sleeper, tool_use
 from trio_agent import (
+    AgentEvent,
     AgentRunError,
     AgentUsageError,
     AssistantMessage,
@@ -175,13 +176,19 @@ async def test_an_aborted_run_leaves_a_paired_file(tmp_path: Path) -> None:
 
 
 async def test_an_outer_cancel_leaves_a_paired_file(tmp_path: Path) -> None:
-    """The caller's deadline fires mid-batch; the shielded clean-up still writes."""
+    """The caller's cancel scope fires mid-batch; the shielded clean-up still writes."""
     path = tmp_path / "run.jsonl"
     model = ScriptedModel([tool_use(call("c1", s=3600), call("c2", s=3600))])
     with trio.fail_after(GUARD):
         async with JsonlTranscript(path) as transcript:
-            with trio.move_on_after(0.2) as scope:
-                await run_agent_loop(prompt(), ctx(sleeper("probe", 0)), model, on_event=transcript)
+            with trio.CancelScope() as scope:
+
+                async def sink(event: AgentEvent) -> None:
+                    await transcript(event)
+                    if isinstance(event, ToolExecutionStart) and event.call_id == "c2":
+                        scope.cancel()  # the caller's scope, not the run's abort
+
+                await run_agent_loop(prompt(), ctx(sleeper("probe", 0)), model, on_event=sink)
     assert scope.cancelled_caught
     loaded = load_transcript(path)
     assert [m.role for m in loaded.messages] == ["user", "assistant", "tool_result", "tool_result"]

@@ -308,7 +308,7 @@ class JsonlTranscript:
             in the OS), not a machine crash. Every mode writes each line at once.
     """
 
-    path: Path = attrs.field(converter=Path)
+    path: Path = attrs.field(converter=Path, on_setattr=attrs.setters.frozen)
     fsync: FsyncMode = attrs.field(default=True, validator=_check_fsync, kw_only=True)
     _fd: int | None = attrs.field(default=None, init=False)
     _state: Literal["new", "open", "closed"] = attrs.field(default="new", init=False)
@@ -335,7 +335,8 @@ class JsonlTranscript:
             raise RuntimeError("a JsonlTranscript can be entered only once")
         self._state = "open"
         try:
-            await trio.to_thread.run_sync(self._open_sync)
+            async with self._lock:  # a write from another task waits for the file
+                await trio.to_thread.run_sync(self._open_sync)
         except BaseException:
             self._state = "closed"
             raise
