@@ -8,7 +8,7 @@ memory channel. :func:`produce` is the whole life of one request:
 
 1. ``Start``; build the request body (a failure is an ``Error``).
 2. :meth:`Session.open` sends it, retrying — with exponential backoff and jitter, or the
-   server's ``Retry-After`` — on connect errors, 408, 429 and 5xx, bounded by
+   server's ``Retry-After`` — on connect errors, 408, 409, 429 and 5xx, bounded by
    :class:`RetryPolicy`. Retries happen only before any byte of the stream arrived: the
    failed attempts were error responses, never part of a reply. The waits are plain
    ``trio.sleep`` calls, so a cancel stops them.
