@@ -42,6 +42,7 @@ from trio_agent import (
     UserMessage,
     check_transcript,
     load_transcript,
+    open_agent,
     open_agent_loop,
     repair,
     run_agent_loop,
@@ -751,6 +752,39 @@ async def test_a_repaired_transcript_resumes() -> None:
     # The model saw the recovered results.
     sent = model.requests[0].messages
     assert [m.role for m in sent][-3:] == ["tool_result"] * 3
+
+
+async def test_agent_subscription_records_and_continue_resumes(tmp_path: Path) -> None:
+    """The Agent: a subscriber writes the transcript; after a crash mid-batch, load,
+    repair and rewrite it, and ``continue_()`` finishes the run into the same file."""
+    path = tmp_path / "run.jsonl"
+    write_transcript(path, [user("go"), assistant(*C)])  # what a kill mid-batch leaves
+    repaired = repair(load_transcript(path).messages)
+    write_transcript(path, repaired)
+    model = ScriptedModel([reply("resumed")])
+    with trio.fail_after(GUARD):
+        async with (
+            JsonlTranscript(path) as transcript,
+            open_agent(model, tools=(sleeper("probe", 0),), messages=repaired) as agent,
+            trio.open_nursery() as nursery,
+        ):
+            subscribed = trio.Event()
+
+            async def record() -> None:
+                async with agent.subscribe() as events:
+                    subscribed.set()
+                    async for event in events:
+                        await transcript(event)
+
+            nursery.start_soon(record)
+            await subscribed.wait()
+            res = await agent.continue_()
+            # Every MessageEnd was written before AgentEnd was taken.
+            nursery.cancel_scope.cancel()
+    assert res.reason == "stop"
+    loaded = load_transcript(path)
+    assert loaded.messages == repaired + res.messages
+    check_transcript(loaded.messages)
 
 
 @st.composite
