@@ -714,3 +714,38 @@ async def test_leaving_open_agent_does_not_wait_forever_for_a_stuck_subscriber(
         # Bounded by cleanup_timeout (5 s) with the subscriber, then without it.
         assert trio.current_time() - start == pytest.approx(5)
         assert agent.state.is_running is False
+
+
+@guarded
+async def test_cancelling_prompt_while_a_subscriber_is_slow_loses_no_event(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The event a cancelled hand-over did not deliver is handed over first in the
+    clean-up: the subscriber's MessageEnds are exactly the messages the run added."""
+    model = ScriptedModel([tool_use("c1"), reply()])
+    probe = Probe()
+    received: list[AgentEvent] = []
+    async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
+        async with agent.subscribe() as events:
+
+            async def slow_reader() -> None:
+                async for event in events:
+                    received.append(event)
+                    await trio.sleep(1)
+                    if type(event) is AgentEnd:
+                        return
+
+            nursery.start_soon(slow_reader)
+            # Lands at 2.5 s: the reader holds MessageStart(user) until 3 s, so the
+            # agent is handing over MessageEnd(user).
+            with trio.move_on_after(2.5):
+                await agent.prompt("hi")
+            await agent.wait_for_idle()
+            await trio.sleep(100)
+    ends = [e.message for e in received if type(e) is MessageEnd]
+    starts = [e.message for e in received if type(e) is MessageStart]
+    assert len(starts) == len(ends)
+    assert received[-1].type == "agent_end"
+    assert tuple(ends) == received[-1].messages  # type: ignore[union-attr]
+    assert tuple(ends) == tuple(agent.state.messages)
+    check_transcript(agent.state.messages)

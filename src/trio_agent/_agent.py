@@ -181,6 +181,9 @@ class Agent:
     _steering: deque[Message] = attrs.field(init=False, factory=deque, repr=False)
     _follow_ups: deque[Message] = attrs.field(init=False, factory=deque, repr=False)
     _subscribers: list[_Subscriber] = attrs.field(init=False, factory=list, repr=False)
+    _owed: list[tuple[ev.AgentEvent, tuple[_Subscriber, ...]]] = attrs.field(
+        init=False, factory=list, repr=False
+    )
     _active: _ActiveRun | None = attrs.field(init=False, default=None, repr=False)
     _running: bool = attrs.field(init=False, default=False, repr=False)
     _streaming: AssistantMessage | ev.MessageUpdate | None = attrs.field(
@@ -451,8 +454,11 @@ class Agent:
         self._check_open()
         return _Subscription(self, buffer, drop_updates)
 
-    async def _publish(self, event: ev.AgentEvent) -> None:
-        for sub in tuple(self._subscribers):
+    async def _publish(
+        self, event: ev.AgentEvent, subscribers: tuple[_Subscriber, ...] | None = None
+    ) -> None:
+        subs = tuple(self._subscribers) if subscribers is None else subscribers
+        for i, sub in enumerate(subs):
             try:
                 if sub.drop_updates and isinstance(event, _UPDATES):
                     try:
@@ -464,6 +470,17 @@ class Agent:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 # The subscriber left (possibly while we waited for it): the run goes on.
                 self._unsubscribe(sub)
+            except trio.Cancelled:
+                # A cancelled send delivered nothing: owe the event to this subscriber and
+                # the ones after it, so the shielded clean-up hands it over first.
+                if not isinstance(event, _UPDATES):
+                    self._owed.append((event, subs[i:]))
+                raise
+
+    async def _pay_owed(self) -> None:
+        owed, self._owed = self._owed, []
+        for event, subs in owed:
+            await self._publish(event, tuple(s for s in subs if s in self._subscribers))
 
     def _unsubscribe(self, sub: _Subscriber) -> None:
         try:
@@ -595,6 +612,7 @@ class Agent:
                     # let the subscribers see the run's closing events, within a bound.
                     run.abort("prompt() was cancelled")
                     with trio.move_on_after(config.cleanup_timeout, shield=True):
+                        await self._pay_owed()
                         async for event in run.events:
                             await self._dispatch(active, run, event)
                     raise
