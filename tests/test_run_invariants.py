@@ -29,6 +29,7 @@ from trio_agent.testing import (
     AbortScript,
     Arrival,
     CallScript,
+    HookFailure,
     ReplyScript,
     Script,
     ScriptRun,
@@ -39,6 +40,8 @@ from trio_agent.testing._invariants import distinct_calls_view
 
 if TYPE_CHECKING:
     from trio.testing import MockClock
+
+    from trio_agent.testing._script import RunHook
 
 BATCH = Script(
     replies=(
@@ -143,6 +146,69 @@ async def test_a_hanging_tool_ends_by_timeout_abort_or_deadline(autojump_clock: 
         assert run.result.reason == "aborted"
         assert [e.outcome for e in run.events if isinstance(e, ToolExecutionEnd)] == ["aborted"]
     assert run.outer_cancelled
+
+
+async def test_call_hooks_block_fail_and_change_calls(autojump_clock: MockClock) -> None:
+    calls = (
+        CallScript(id="a", hook="block"),
+        CallScript(id="b", hook="before_raises"),
+        CallScript(id="c", hook="after_raises"),
+        CallScript(id="d", hook="after_marks_error"),
+        CallScript(id="e"),
+    )
+    script = Script(
+        replies=(
+            ReplyScript(stop_reason="tool_use", calls=calls),
+            ReplyScript(stop_reason="stop"),
+        )
+    )
+    run = await run_of(script)
+    run.check()
+    outcomes = {e.call_id: e.outcome for e in run.events if isinstance(e, ToolExecutionEnd)}
+    assert outcomes == {"a": "blocked", "b": "error", "c": "error", "d": "error", "e": "ok"}
+    blocked = CallScript(id="t", hook="block_terminate")
+    terminating = attrs.evolve(
+        script, replies=(ReplyScript(stop_reason="tool_use", calls=(blocked,)),)
+    )
+    run = await run_of(terminating)
+    run.check()
+    assert run.result.reason == "terminated"
+
+
+@pytest.mark.parametrize(
+    ("hook", "at"),
+    [
+        ("transform_context", 1),
+        ("steering_poll", 1),
+        ("follow_up_poll", 0),  # called once: when the model stops
+        ("prepare_next_turn", 1),
+        ("should_stop_after_turn", 1),
+    ],
+)
+async def test_a_failing_run_hook_ends_the_run_with_agent_run_error(
+    autojump_clock: MockClock, hook: RunHook, at: int
+) -> None:
+    # Two tool turns, so that every hook gets called at least twice.
+    work = ReplyScript(stop_reason="tool_use", calls=(CallScript(id="x", latency=0.1),))
+    again = ReplyScript(stop_reason="tool_use", calls=(CallScript(id="y", latency=0.1),))
+    script = Script(
+        replies=(work, again, ReplyScript(stop_reason="stop")),
+        hook_failure=HookFailure(hook=hook, at=at),
+    )
+    run = await run_of(script)
+    run.check()
+    assert run.hook_failed
+    assert run.error is not None
+    assert run.result.reason == "error"
+    assert "failed on purpose" in str(run.error.__cause__)
+
+
+async def test_should_stop_after_turn_ends_the_run_stopped(autojump_clock: MockClock) -> None:
+    work = ReplyScript(stop_reason="tool_use", calls=(CallScript(id="x"),))
+    run = await run_of(Script(replies=(work, work), stop_after_turn=0))
+    run.check()
+    assert run.result.reason == "stopped"
+    assert run.result.steps == 1
 
 
 async def test_callback_driver(autojump_clock: MockClock) -> None:

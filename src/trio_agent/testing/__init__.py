@@ -14,6 +14,7 @@ from ._invariants import run_invariant_violations as run_invariant_violations
 from ._script import AbortScript as AbortScript
 from ._script import Arrival as Arrival
 from ._script import CallScript as CallScript
+from ._script import HookFailure as HookFailure
 from ._script import ReplyScript as ReplyScript
 from ._script import Script as Script
 from ._script import ScriptRig as ScriptRig
@@ -64,6 +65,7 @@ __all__ = [
     "AbortScript",
     "Arrival",
     "CallScript",
+    "HookFailure",
     "PausePoint",
     "ReplyScript",
     "Script",

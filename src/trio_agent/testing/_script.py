@@ -29,7 +29,7 @@ Nothing here imports Hypothesis; the strategies that generate scripts live in
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias, final
 
 import attrs
@@ -37,7 +37,16 @@ import trio
 
 from .. import _events as ev
 from .._errors import AgentRunError
-from .._hooks import Context, LoopConfig
+from .._hooks import (
+    AfterToolCallContext,
+    AfterToolCallResult,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    Context,
+    LoopConfig,
+    NextTurn,
+    TurnContext,
+)
 from .._loop import AgentRun, AgentRunResult, open_agent_loop, run_agent_loop
 from .._messages import (
     AssistantMessage,
@@ -59,6 +68,7 @@ __all__ = [
     "AbortScript",
     "Arrival",
     "CallScript",
+    "HookFailure",
     "ReplyScript",
     "Script",
     "ScriptRig",
@@ -69,6 +79,16 @@ __all__ = [
 ]
 
 Behaviour: TypeAlias = Literal["ok", "fail", "hang", "terminate"]
+CallHook: TypeAlias = Literal[
+    "block", "block_terminate", "before_raises", "after_raises", "after_marks_error"
+]
+RunHook: TypeAlias = Literal[
+    "transform_context",
+    "steering_poll",
+    "follow_up_poll",
+    "prepare_next_turn",
+    "should_stop_after_turn",
+]
 StreamFault: TypeAlias = Literal["truncated", "raises"]
 QueueName: TypeAlias = Literal["steer", "follow_up"]
 QueueMode: TypeAlias = Literal["one_at_a_time", "all"]
@@ -120,6 +140,10 @@ class CallScript:
         behaviour: ``ok`` answers; ``fail`` raises; ``hang`` never answers (only a
             timeout, an abort or a deadline ends it); ``terminate`` answers asking the
             loop to stop after the batch.
+        hook: what the per-call hooks do to it: ``before_tool_call`` blocks it
+            (``block``; ``block_terminate`` also asks the loop to stop) or raises
+            (``before_raises``); ``after_tool_call`` raises (``after_raises``) or turns
+            the result into an error (``after_marks_error``).
     """
 
     id: str
@@ -128,6 +152,7 @@ class CallScript:
     latency: float = 0.0
     progress: int = 0
     behaviour: Behaviour = "ok"
+    hook: CallHook | None = None
 
     @property
     def known_tool(self) -> bool:
@@ -152,7 +177,31 @@ class CallScript:
         if self.progress:
             detail.append(f"{self.progress} progress update{'s' * (self.progress > 1)}")
         verb = {"ok": "answers", "fail": "raises", "hang": "hangs", "terminate": "terminates"}
-        return f"{head}: {', '.join(detail)}, then {verb[self.behaviour]}"
+        line = f"{head}: {', '.join(detail)}, then {verb[self.behaviour]}"
+        if self.hook is not None:
+            line += f" [{_HOOK_TEXT[self.hook]}]"
+        return line
+
+
+_HOOK_TEXT: Mapping[str, str] = {
+    "block": "before_tool_call blocks it",
+    "block_terminate": "before_tool_call blocks it and asks to terminate",
+    "before_raises": "before_tool_call raises",
+    "after_raises": "after_tool_call raises",
+    "after_marks_error": "after_tool_call marks it an error",
+}
+
+
+@attrs.frozen(kw_only=True)
+class HookFailure:
+    """A run-level hook that raises on its ``at``-th call (0-based): the run must end
+    with ``AgentRunError``, its transcript paired."""
+
+    hook: RunHook
+    at: int = 0
+
+    def describe(self) -> str:
+        return f"{self.hook} raises on call {self.at}"
 
 
 @attrs.frozen(kw_only=True)
@@ -287,6 +336,10 @@ class Script:
         steering_mode, follow_up_mode: how many messages one poll takes.
         abort: when the run is aborted, if it is.
         deadline: an outer cancel scope's deadline, virtual seconds after the start.
+        stop_after_turn: ``should_stop_after_turn`` answers True on its call number
+            ``stop_after_turn`` (0-based; the run then ends ``stopped``); None installs
+            no such hook.
+        hook_failure: a run-level hook that raises.
         chunk_size: text is streamed in deltas of this many characters.
         driver: ``channel`` (``open_agent_loop``, a consumer task) or ``callback``
             (``run_agent_loop`` with a plain ``on_event``; no abort, no deadline).
@@ -305,6 +358,8 @@ class Script:
     follow_up_mode: QueueMode = "one_at_a_time"
     abort: AbortScript | None = None
     deadline: float | None = None
+    stop_after_turn: int | None = None
+    hook_failure: HookFailure | None = None
     chunk_size: int | None = None
     driver: Literal["channel", "callback"] = "channel"
 
@@ -347,6 +402,10 @@ class Script:
             lines.append(f"  {self.abort.describe()}")
         if self.deadline is not None:
             lines.append(f"  outer deadline at t={_seconds(self.deadline)}")
+        if self.stop_after_turn is not None:
+            lines.append(f"  should_stop_after_turn says stop on call {self.stop_after_turn}")
+        if self.hook_failure is not None:
+            lines.append(f"  {self.hook_failure.describe()}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -479,6 +538,9 @@ class ScriptRig:
     requests_at_abort: int | None = attrs.field(init=False, default=None)
     _stalls: list[tuple[PausePoint, float]] = attrs.field(init=False, factory=list)
     _start: float = attrs.field(init=False, default=0.0)
+    hook_calls: collections.Counter[str] = attrs.field(init=False, factory=collections.Counter)
+    hook_failed: bool = attrs.field(init=False, default=False)
+    _call_hooks: dict[str, CallHook] = attrs.field(init=False, factory=dict)
     _handle: AgentRun | None = attrs.field(init=False, default=None)
 
     _QUEUES: ClassVar[tuple[QueueName, QueueName]] = ("steer", "follow_up")
@@ -505,6 +567,22 @@ class ScriptRig:
         self.queues = {q: collections.deque() for q in self._QUEUES}
         self.arrived = {q: [] for q in self._QUEUES}
         self.taken = {q: [] for q in self._QUEUES}
+        self._call_hooks = {
+            c.id: c.hook for r in script.replies for c in r.calls if c.hook is not None
+        }
+        failing = script.hook_failure.hook if script.hook_failure is not None else None
+        hooks: dict[str, Any] = {}
+        # Only the hooks a script needs are installed: the loop's paths without hooks
+        # are exercised too.
+        if self._call_hooks:
+            hooks["before_tool_call"] = self._before_tool_call
+            hooks["after_tool_call"] = self._after_tool_call
+        if failing == "transform_context":
+            hooks["transform_context"] = self._transform_context
+        if failing == "prepare_next_turn":
+            hooks["prepare_next_turn"] = self._prepare_next_turn
+        if script.stop_after_turn is not None or failing == "should_stop_after_turn":
+            hooks["should_stop_after_turn"] = self._should_stop_after_turn
         self.config = LoopConfig(
             max_steps=script.max_steps,
             tool_execution=script.tool_execution,
@@ -513,9 +591,56 @@ class ScriptRig:
             continue_after_length=script.continue_after_length,
             get_steering_messages=lambda: self._poll("steer"),
             get_follow_up_messages=lambda: self._poll("follow_up"),
+            **hooks,
         )
 
+    # --- hooks ---------------------------------------------------------------------------
+
+    def _hook(self, name: RunHook) -> int:
+        """Count one call of a run-level hook; raise if the script says this one fails."""
+        n = self.hook_calls[name]
+        self.hook_calls[name] += 1
+        failure = self.script.hook_failure
+        if failure is not None and failure.hook == name and failure.at == n:
+            self.hook_failed = True
+            raise RuntimeError(f"{name} failed on purpose (call {n})")
+        return n
+
+    def _transform_context(self, messages: Sequence[Message]) -> Sequence[Message]:
+        self._hook("transform_context")
+        return messages
+
+    def _prepare_next_turn(self, ctx: TurnContext) -> NextTurn | None:
+        self._hook("prepare_next_turn")
+        return None
+
+    def _should_stop_after_turn(self, ctx: TurnContext) -> bool:
+        return self._hook("should_stop_after_turn") == self.script.stop_after_turn
+
+    async def _before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
+        await trio.lowlevel.checkpoint()  # a real hook may await: let it be a checkpoint
+        hook = self._call_hooks.get(ctx.tool_call.id)
+        if hook == "before_raises":
+            raise RuntimeError(f"before_tool_call failed on purpose for {ctx.tool_call.id}")
+        if hook in ("block", "block_terminate"):
+            return BeforeToolCallResult(
+                block=True,
+                reason=f"{ctx.tool_call.id} blocked by the script",
+                terminate=hook == "block_terminate",
+            )
+        return None
+
+    async def _after_tool_call(self, ctx: AfterToolCallContext) -> AfterToolCallResult | None:
+        await trio.lowlevel.checkpoint()
+        hook = self._call_hooks.get(ctx.tool_call.id)
+        if hook == "after_raises":
+            raise RuntimeError(f"after_tool_call failed on purpose for {ctx.tool_call.id}")
+        if hook == "after_marks_error":
+            return AfterToolCallResult(is_error=True, content=f"{ctx.tool_call.id}: rejected")
+        return None
+
     def _poll(self, name: QueueName) -> tuple[Message, ...]:
+        self._hook("steering_poll" if name == "steer" else "follow_up_poll")
         queue = self.queues[name]
         if not queue:
             return ()
@@ -652,6 +777,7 @@ class ScriptRig:
             leaked_tasks=tuple(sorted(t.name for t in leaked)),
             unfinished_tools=tuple(self.probe.unfinished()),
             open_streams=self.model.open_streams,
+            hook_failed=self.hook_failed,
         )
 
 
@@ -681,6 +807,8 @@ class ScriptRun:
     leaked_tasks: tuple[str, ...]
     unfinished_tools: tuple[str, ...]
     open_streams: int
+    hook_failed: bool = False
+    """The script's failing hook did raise (the run must then end ``error``)."""
 
     def __repr__(self) -> str:
         return (
@@ -701,7 +829,16 @@ class ScriptRun:
             max_steps=self.script.max_steps,
             requests_at_abort=self.requests_at_abort,
         )
-        if self.error is not None:
+        if self.hook_failed:
+            # A failing hook ends the run with AgentRunError (unless an outer cancel
+            # took precedence: then Cancelled propagates and the result says error).
+            if self.result.reason != "error":
+                out.append(f"[2 events] a hook raised but the run ended {self.result.reason!r}")
+            if self.error is None and not self.outer_cancelled:
+                out.append("[2 events] a hook raised but no AgentRunError was raised")
+            elif self.error is not None and not isinstance(self.error.__cause__, RuntimeError):
+                out.append(f"[2 events] AgentRunError without the hook's error: {self.error!r}")
+        elif self.error is not None:
             out.append(f"[2 events] the run raised AgentRunError: {self.error}")
         # 1: each request is the transcript as it stood (custom messages left out).
         sent = [m for m in self.result.transcript if type(m) is not CustomMessage]

@@ -34,10 +34,13 @@ from ._script import (
     WORK_TOOL,
     AbortScript,
     Arrival,
+    CallHook,
     CallScript,
+    HookFailure,
     QueueMode,
     QueueName,
     ReplyScript,
+    RunHook,
     Script,
     StreamFault,
     paired_history,
@@ -60,6 +63,8 @@ __all__ = [
 ]
 
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
+CALL_HOOKS: tuple[CallHook, ...] = get_args(CallHook)
+RUN_HOOKS: tuple[RunHook, ...] = get_args(RunHook)
 ROLES = ("user", "assistant", "tool_result", "custom")
 
 # Virtual seconds: a few distinct values, so that ties (two things at the same instant)
@@ -326,6 +331,7 @@ def scripts(
     deadlines: bool = True,
     history: bool = True,
     limits: bool = True,
+    hooks: bool = True,
     drivers: Sequence[Literal["channel", "callback"]] = ("channel", "callback"),
 ) -> st.SearchStrategy[Script]:
     """Whole scenarios for one run (:class:`~trio_agent.testing.Script`).
@@ -350,6 +356,9 @@ def scripts(
         history: the run may start from earlier messages (or continue with no prompt).
         limits: ``max_steps``, ``max_concurrency``, sequential execution and
             ``continue_after_length`` may be set.
+        hooks: ``before_tool_call``/``after_tool_call`` may block, fail or change a
+            call; ``should_stop_after_turn`` may stop the run; a run-level hook
+            (transform, poll, ``prepare_next_turn``...) may raise.
         drivers: ``channel`` (``open_agent_loop``) and/or ``callback``
             (``run_agent_loop`` with ``on_event``, used only with no abort and no deadline).
     """
@@ -379,6 +388,9 @@ def scripts(
         behaviours = ["ok", "ok", "ok", "ok"]
         if failures:
             behaviours += ["fail", "terminate"] + (["hang"] if tool_timeout is not None else [])
+
+        def call_hook(draw: st.DrawFn) -> CallHook | None:
+            return draw(st.sampled_from(CALL_HOOKS)) if hooks and chance(draw, 8) else None
 
         def reply(draw: st.DrawFn, step: int, last: bool) -> ReplyScript:
             # Mostly a healthy conversation — tool_use replies, then a final stop — so
@@ -412,6 +424,7 @@ def scripts(
                         latency=draw(st.sampled_from(_TIMES)),
                         progress=draw(st.integers(0, 3)) if progress and chance(draw, 40) else 0,
                         behaviour=draw(st.sampled_from(behaviours)),
+                        hook=call_hook(draw),
                     )
                 )
             fault: StreamFault | None = None
@@ -471,6 +484,12 @@ def scripts(
             else:
                 abort = AbortScript(after_event=draw(st.integers(0, 60)), grace=grace)
         deadline = draw(st.sampled_from(_DEADLINES)) if deadlines and chance(draw, 25) else None
+        stop_after_turn = draw(st.integers(0, 3)) if hooks and chance(draw, 5) else None
+        hook_failure = None
+        if hooks and chance(draw, 5):
+            hook_failure = HookFailure(
+                hook=draw(st.sampled_from(RUN_HOOKS)), at=draw(st.integers(0, 3))
+            )
 
         limit_kwargs: dict[str, Any] = {}
         if limits and chance(draw, 50):
@@ -493,6 +512,8 @@ def scripts(
             arrivals=queued,
             abort=abort,
             deadline=deadline,
+            stop_after_turn=stop_after_turn,
+            hook_failure=hook_failure,
             chunk_size=draw(st.sampled_from([None, 4, 1])),
             driver=draw(st.sampled_from(usable)),
             steering_mode=steering_mode,
