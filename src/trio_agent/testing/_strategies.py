@@ -271,37 +271,47 @@ def transcripts(
         max_calls: the most calls in one reply.
     """
 
+    # Lighter blocks than messages(): these transcripts are about structure (and every
+    # field's round trip is covered by messages()), and a turn costs ~1 ms to draw.
+    short = st.text(max_size=10)
+    user_turns = st.builds(
+        UserMessage, content=st.tuples(st.builds(Text, text=short)), timestamp=_timestamps()
+    )
+    notes = st.builds(CustomMessage, kind=st.just("note"), content=short, timestamp=_timestamps())
+    names = st.sampled_from(["read", "write", "bash", "grep"])
+    arguments = st.dictionaries(
+        st.sampled_from(["path", "n", "flag"]), st.integers() | short | st.booleans(), max_size=2
+    )
+
     @st.composite
     def build(draw: st.DrawFn) -> tuple[Message, ...]:
         out: list[Message] = []
         counter = 0
         for _ in range(draw(st.integers(0, max_turns))):
-            out.extend(draw(st.lists(messages(roles=("user", "custom")), max_size=2)))
-            reply = draw(assistant_replies(max_calls=0))
-            n = draw(st.integers(0, max_calls))
+            out.extend(draw(st.lists(user_turns | notes, max_size=2)))
             calls = []
-            for _ in range(n):
-                call = draw(tool_calls(ids=st.just(f"call_{counter}")))
+            for _ in range(draw(st.integers(0, max_calls))):
+                calls.append(
+                    ToolCall(id=f"call_{counter}", name=draw(names), arguments=draw(arguments))
+                )
                 counter += 1
-                calls.append(call)
-            reply = AssistantMessage(
-                content=(*reply.content, *calls),
-                stop_reason="tool_use" if calls else reply.stop_reason,
-                usage=reply.usage,
-                model=reply.model,
-                provider=reply.provider,
-                error_message=reply.error_message,
-                timestamp=reply.timestamp,
+            text: tuple[Text, ...] = (Text(text=draw(short)),) if draw(st.booleans()) else ()
+            reasons: list[StopReason] = ["stop", "length", "error", "aborted"]
+            out.append(
+                AssistantMessage(
+                    content=(*text, *calls),
+                    stop_reason="tool_use" if calls else draw(st.sampled_from(reasons)),
+                    timestamp=draw(_timestamps()),
+                )
             )
-            out.append(reply)
             for call in calls:
                 out.append(
                     ToolResultMessage(
                         tool_call_id=call.id,
                         tool_name=call.name,
-                        content=(Text(text=draw(st.text(max_size=12))),),
+                        content=(Text(text=draw(short)),),
                         is_error=draw(st.booleans()),
-                        details=draw(json_values(max_leaves=3)),
+                        details=draw(st.none() | arguments),
                         timestamp=draw(_timestamps()),
                     )
                 )
