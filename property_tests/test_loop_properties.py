@@ -32,6 +32,7 @@ from trio_agent import Message, check_transcript, dumps, loads
 from trio_agent.testing import (
     AbortScript,
     Arrival,
+    InterruptScript,
     Script,
     ScriptRun,
     messages,
@@ -65,14 +66,21 @@ async def test_every_invariant_holds(autojump_clock: MockClock, script: Script) 
 
 
 @with_clock
-@given(script=scripts(aborts=False, deadlines=False, drivers=("channel",)), data=st.data())
-async def test_abort_at_any_event(
+@given(
+    script=scripts(aborts=False, interrupt=False, deadlines=False, drivers=("channel",)),
+    data=st.data(),
+)
+async def test_abort_or_interrupt_at_any_event(
     autojump_clock: MockClock, script: Script, data: st.DataObject
 ) -> None:
-    # First run the script to the end to learn its events, then abort a second run of
-    # it when the consumer receives one of them: every delivery point gets its turn.
+    # First run the script to the end to learn its events, then abort (or interrupt) a
+    # second run of it when the consumer receives one of them: every delivery point
+    # gets its turn.
     full = await run_checked(script)
-    k = data.draw(st.integers(0, len(full.events) - 1), label="abort after event")
+    k = data.draw(st.integers(0, len(full.events) - 1), label="after event")
+    if data.draw(st.booleans(), label="interrupt instead"):
+        await run_checked(attrs.evolve(script, interrupts=(InterruptScript(after_event=k),)))
+        return
     grace = data.draw(st.none() | st.sampled_from([0.1, 0.5]), label="grace")
     aborted = await run_checked(attrs.evolve(script, abort=AbortScript(after_event=k, grace=grace)))
     # The second run's schedule may differ (tools finishing at the same instant), but
@@ -83,20 +91,27 @@ async def test_abort_at_any_event(
 
 
 @with_clock
-@given(script=scripts(aborts=False, deadlines=False, drivers=("channel",)), data=st.data())
-async def test_abort_or_deadline_at_any_instant(
+@given(
+    script=scripts(aborts=False, interrupt=False, deadlines=False, drivers=("channel",)),
+    data=st.data(),
+)
+async def test_abort_interrupt_or_deadline_at_any_instant(
     autojump_clock: MockClock, script: Script, data: st.DataObject
 ) -> None:
     # The instants at which something happened in a full run, and the gaps between
-    # them: an abort or a deadline there lands on a tool's sleep, a stream's stall, a
-    # batch in flight, or between turns.
+    # them: an abort, an interrupt or a deadline there lands on a tool's sleep, a
+    # stream's stall, a batch in flight, or between turns.
     full = await run_checked(script)
     instants = sorted({0.0, *full.event_times, *full.request_times})
     instants += [(a + b) / 2 for a, b in itertools.pairwise(instants)]
     at = data.draw(st.sampled_from(sorted(instants)), label="at")
-    how = data.draw(st.sampled_from(["deadline", "abort", "abort with grace"]), label="how")
+    how = data.draw(
+        st.sampled_from(["deadline", "abort", "abort with grace", "interrupt"]), label="how"
+    )
     if how == "deadline":
         changed = attrs.evolve(script, deadline=at)
+    elif how == "interrupt":
+        changed = attrs.evolve(script, interrupts=(InterruptScript(at_time=at),))
     else:
         grace = 0.25 if how == "abort with grace" else None
         changed = attrs.evolve(script, abort=AbortScript(at_time=at, grace=grace))

@@ -30,6 +30,7 @@ from trio_agent.testing import (
     Arrival,
     CallScript,
     HookFailure,
+    InterruptScript,
     ReplyScript,
     Script,
     ScriptRun,
@@ -211,6 +212,26 @@ async def test_should_stop_after_turn_ends_the_run_stopped(autojump_clock: MockC
     assert run.result.steps == 1
 
 
+async def test_an_interrupt_cuts_the_batch_and_the_run_goes_on(autojump_clock: MockClock) -> None:
+    slow = CallScript(id="slow", latency=1.0)
+    quick = CallScript(id="quick", latency=0.1)
+    script = attrs.evolve(
+        BATCH,
+        replies=(
+            ReplyScript(stop_reason="tool_use", calls=(slow, quick)),
+            ReplyScript(stop_reason="stop", text="Done!"),
+        ),
+        interrupts=(InterruptScript(at_time=0.5),),
+    )
+    run = await run_of(script)
+    run.check()
+    assert run.interrupted == 1
+    outcomes = {e.call_id: e.outcome for e in run.events if isinstance(e, ToolExecutionEnd)}
+    assert outcomes == {"slow": "skipped", "quick": "ok"}
+    assert run.result.reason == "stop"
+    assert run.result.steps == 2
+
+
 async def test_callback_driver(autojump_clock: MockClock) -> None:
     run = await run_of(attrs.evolve(BATCH, driver="callback"))
     run.check()
@@ -222,8 +243,12 @@ def test_script_values_refuse_impossible_combinations() -> None:
         AbortScript()
     with pytest.raises(ValueError, match="exactly one"):
         AbortScript(after_event=1, at_time=1.0)
+    with pytest.raises(ValueError, match="exactly one"):
+        InterruptScript()
     with pytest.raises(ValueError, match="callback driver"):
         Script(driver="callback", deadline=1.0)
+    with pytest.raises(ValueError, match="callback driver"):
+        Script(driver="callback", interrupts=(InterruptScript(at_time=0.1),))
 
 
 def test_a_script_reads_as_a_scenario() -> None:

@@ -15,6 +15,7 @@ from ._script import AbortScript as AbortScript
 from ._script import Arrival as Arrival
 from ._script import CallScript as CallScript
 from ._script import HookFailure as HookFailure
+from ._script import InterruptScript as InterruptScript
 from ._script import ReplyScript as ReplyScript
 from ._script import Script as Script
 from ._script import ScriptRig as ScriptRig
@@ -66,6 +67,7 @@ __all__ = [
     "Arrival",
     "CallScript",
     "HookFailure",
+    "InterruptScript",
     "PausePoint",
     "ReplyScript",
     "Script",

@@ -69,6 +69,7 @@ __all__ = [
     "Arrival",
     "CallScript",
     "HookFailure",
+    "InterruptScript",
     "ReplyScript",
     "Script",
     "ScriptRig",
@@ -309,6 +310,25 @@ class AbortScript:
         return f"abort {when}{grace}"
 
 
+@attrs.frozen(kw_only=True)
+class InterruptScript:
+    """When ``run.interrupt()`` is called (what ``steer(..., interrupt=True)`` does): at
+    an event (0-based, as received by the consumer) or at a time. The run goes on."""
+
+    after_event: int | None = None
+    at_time: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.after_event is None) == (self.at_time is None):
+            raise ValueError("an InterruptScript needs exactly one of after_event and at_time")
+
+    def describe(self) -> str:
+        if self.after_event is not None:
+            return f"interrupt when the consumer receives event {self.after_event}"
+        assert self.at_time is not None
+        return f"interrupt at t={_seconds(self.at_time)}"
+
+
 def _brief(message: Message) -> str:
     if type(message) is AssistantMessage:
         ids = [c.id for c in message.tool_calls]
@@ -335,6 +355,7 @@ class Script:
         arrivals: steering and follow-up messages queued during the run.
         steering_mode, follow_up_mode: how many messages one poll takes.
         abort: when the run is aborted, if it is.
+        interrupts: when the running batch or reply is interrupted (the run goes on).
         deadline: an outer cancel scope's deadline, virtual seconds after the start.
         stop_after_turn: ``should_stop_after_turn`` answers True on its call number
             ``stop_after_turn`` (0-based; the run then ends ``stopped``); None installs
@@ -357,6 +378,7 @@ class Script:
     steering_mode: QueueMode = "one_at_a_time"
     follow_up_mode: QueueMode = "one_at_a_time"
     abort: AbortScript | None = None
+    interrupts: tuple[InterruptScript, ...] = attrs.field(default=(), converter=_tuple)
     deadline: float | None = None
     stop_after_turn: int | None = None
     hook_failure: HookFailure | None = None
@@ -364,8 +386,12 @@ class Script:
     driver: Literal["channel", "callback"] = "channel"
 
     def __attrs_post_init__(self) -> None:
-        if self.driver == "callback" and (self.abort is not None or self.deadline is not None):
-            raise ValueError("the callback driver has no handle to abort and no deadline")
+        if self.driver == "callback" and (
+            self.abort is not None or self.interrupts or self.deadline is not None
+        ):
+            raise ValueError(
+                "the callback driver has no handle to abort or interrupt, and no deadline"
+            )
 
     def describe(self) -> str:
         """The scenario in a few readable lines."""
@@ -398,6 +424,7 @@ class Script:
             lines.extend(f"  {line}" for line in reply.describe(step))
         lines.append(f"  (then the model has no reply left: request {len(self.replies)} errors)")
         lines.extend(f"  {a.describe()}" for a in sorted(self.arrivals, key=lambda a: a.at))
+        lines.extend(f"  {i.describe()}" for i in self.interrupts)
         if self.abort is not None:
             lines.append(f"  {self.abort.describe()}")
         if self.deadline is not None:
@@ -540,6 +567,7 @@ class ScriptRig:
     _start: float = attrs.field(init=False, default=0.0)
     hook_calls: collections.Counter[str] = attrs.field(init=False, factory=collections.Counter)
     hook_failed: bool = attrs.field(init=False, default=False)
+    interrupted: int = attrs.field(init=False, default=0)
     _call_hooks: dict[str, CallHook] = attrs.field(init=False, factory=dict)
     _handle: AgentRun | None = attrs.field(init=False, default=None)
 
@@ -678,6 +706,15 @@ class ScriptRig:
         await trio.sleep_until(when)
         self._abort()
 
+    def _interrupt(self) -> None:
+        assert self._handle is not None
+        if self._handle.interrupt():
+            self.interrupted += 1
+
+    async def _interrupt_at(self, when: float) -> None:
+        await trio.sleep_until(when)
+        self._interrupt()
+
     def _record(self, event: ev.AgentEvent) -> None:
         self.events.append(event)
         self.event_times.append(trio.current_time() - self._start)
@@ -687,9 +724,12 @@ class ScriptRig:
     ) -> None:
         abort = self.script.abort
         at = abort.after_event if abort is not None else None
+        interrupt_at = {i.after_event for i in self.script.interrupts}
         with events:
             async for event in events:
                 self._record(event)
+                if len(self.events) - 1 in interrupt_at:
+                    self._interrupt()
                 if at is not None and len(self.events) == at + 1:
                     self._abort()
         done.set()
@@ -748,6 +788,9 @@ class ScriptRig:
                             abort = script.abort
                             if abort is not None and abort.at_time is not None:
                                 controls.start_soon(self._abort_at, start + abort.at_time)
+                            for i in script.interrupts:
+                                if i.at_time is not None:
+                                    controls.start_soon(self._interrupt_at, start + i.at_time)
                             await done.wait()
                 except AgentRunError as exc:
                     error = exc
@@ -778,6 +821,7 @@ class ScriptRig:
             unfinished_tools=tuple(self.probe.unfinished()),
             open_streams=self.model.open_streams,
             hook_failed=self.hook_failed,
+            interrupted=self.interrupted,
         )
 
 
@@ -809,6 +853,8 @@ class ScriptRun:
     open_streams: int
     hook_failed: bool = False
     """The script's failing hook did raise (the run must then end ``error``)."""
+    interrupted: int = 0
+    """How many ``run.interrupt()`` calls found something to interrupt."""
 
     def __repr__(self) -> str:
         return (

@@ -37,6 +37,7 @@ from ._script import (
     CallHook,
     CallScript,
     HookFailure,
+    InterruptScript,
     QueueMode,
     QueueName,
     ReplyScript,
@@ -338,6 +339,7 @@ def scripts(
     stream_latency: bool = True,
     arrivals: bool = True,
     aborts: bool = True,
+    interrupt: bool = True,
     deadlines: bool = True,
     history: bool = True,
     limits: bool = True,
@@ -362,6 +364,8 @@ def scripts(
         stream_latency: a stream may stay in flight for a while.
         arrivals: steering and follow-up messages may be queued during the run.
         aborts: the run may be aborted at an event or a time, with or without grace.
+        interrupt: ``run.interrupt()`` may cut the running batch or reply (the run goes
+            on; what ``steer(..., interrupt=True)`` does).
         deadlines: an outer cancel scope may have a deadline.
         history: the run may start from earlier messages (or continue with no prompt).
         limits: ``max_steps``, ``max_concurrency``, sequential execution and
@@ -494,6 +498,13 @@ def scripts(
             else:
                 abort = AbortScript(after_event=draw(st.integers(0, 60)), grace=grace)
         deadline = draw(st.sampled_from(_DEADLINES)) if deadlines and chance(draw, 25) else None
+        interrupts: list[InterruptScript] = []
+        if interrupt and chance(draw, 15):
+            for _ in range(draw(st.integers(1, 2))):
+                if draw(st.booleans()):
+                    interrupts.append(InterruptScript(at_time=draw(st.sampled_from(_TIMES))))
+                else:
+                    interrupts.append(InterruptScript(after_event=draw(st.integers(0, 40))))
         stop_after_turn = draw(st.integers(0, 3)) if hooks and chance(draw, 5) else None
         hook_failure = None
         if hooks and chance(draw, 5):
@@ -509,10 +520,12 @@ def scripts(
                 "max_concurrency": draw(st.none() | st.integers(1, 3)),
                 "continue_after_length": draw(st.booleans()),
             }
-        usable = [d for d in drivers if d == "channel" or (abort is None and deadline is None)]
+        controlled = abort is not None or deadline is not None or bool(interrupts)
+        usable = [d for d in drivers if d == "channel" or not controlled]
         if not usable:
-            # Only the callback driver was asked for: it cannot abort or time out.
+            # Only the callback driver was asked for: it cannot abort, interrupt or time out.
             abort = deadline = None
+            interrupts = []
             usable = list(drivers)
         return Script(
             replies=replies,
@@ -521,6 +534,7 @@ def scripts(
             tool_timeout=tool_timeout,
             arrivals=queued,
             abort=abort,
+            interrupts=tuple(interrupts),
             deadline=deadline,
             stop_after_turn=stop_after_turn,
             hook_failure=hook_failure,
