@@ -10,11 +10,13 @@ generate and shrink it, and a failing one prints as a scenario (``describe()``, 
   calls, how long the stream stays in flight, a stream that breaks);
 * what each tool call does (:class:`CallScript`: which tool — or an unknown name —,
   valid or invalid arguments, latency, progress updates, success, failure, a hang that
-  only a timeout ends, a request to terminate). The behaviour travels *in the call's
-  arguments*, so the scripted tools are stateless and the transcript says what happened;
+  only a timeout ends, a request to terminate; what ``before_tool_call`` and
+  ``after_tool_call`` do to it). The behaviour travels *in the call's arguments*, so the
+  scripted tools are stateless and the transcript says what happened;
 * what happens around the run: steering and follow-up messages arriving at given times
-  (:class:`Arrival`), an abort at an event or a time (:class:`AbortScript`), an outer
-  deadline, the ``LoopConfig`` limits.
+  (:class:`Arrival`), an abort or interrupts at an event or a time
+  (:class:`AbortScript`, :class:`InterruptScript`), an outer deadline, a run-level hook
+  that raises (:class:`HookFailure`), the ``LoopConfig`` limits.
 
 ``script.build()`` turns it into a :class:`ScriptRig` — the ``ScriptedModel``, the tools,
 the ``Context``, the ``LoopConfig`` and the queues — and ``await rig.run()`` (or simply
