@@ -37,7 +37,7 @@ from . import _events as ev
 from ._batch import Batch, make_result, maybe_await
 from ._errors import AgentRunError, AgentUsageError
 from ._hooks import Context, LoopConfig, NextTurn, TurnContext
-from ._messages import AssistantMessage, CustomMessage, Message, ToolResultMessage
+from ._messages import AssistantMessage, CustomMessage, Message, ToolCall, ToolResultMessage
 from ._model import Model, ModelOptions, ModelRequest, ToolSpec
 from ._policy import Decision, decide
 from ._stream import StreamAccumulator
@@ -61,8 +61,9 @@ class AgentRunResult:
         steps: model requests made.
         transcript: the working message list the run ended with (the context's messages,
             or what ``prepare_next_turn`` swapped in, plus everything appended since).
-        undelivered: messages a steering/follow-up poll returned that never entered the
-            transcript because the run ended first.
+        undelivered: prompts, and messages a steering/follow-up poll returned, that never
+            entered the transcript because the run ended first (the Agent puts polled ones
+            back at the front of its queue).
         turns: the batch statistics of each turn, in order.
         error_message: the model's error, when the run ended on an ``error`` reply.
     """
@@ -294,25 +295,17 @@ class _Runner:
             self.batch = None
         answered.update(r.tool_call_id for r in new_results)
         if self.turn_message is not None:
-            why = "the run was aborted" if reason == "aborted" else f"the run ended ({reason})"
+            if reason != "aborted":
+                why = f"the run ended ({reason})"
+            elif self.abort_reason:
+                why = f"the run was aborted ({self.abort_reason})"
+            else:
+                why = "the run was aborted"
             for call in self.turn_message.tool_calls:
                 if call.id in answered:
                     continue
                 answered.add(call.id)
-                result = make_result(call, f"Tool call skipped: {why}.", is_error=True)
-                events.append(
-                    ev.ToolExecutionStart(call_id=call.id, tool_name=call.name, args=call.arguments)
-                )
-                events.append(
-                    ev.ToolExecutionEnd(
-                        call_id=call.id,
-                        tool_name=call.name,
-                        result=result,
-                        is_error=True,
-                        outcome="skipped",
-                    )
-                )
-                new_results.append(result)
+                new_results.append(self._skipped(call, why, events))
         for result in new_results:
             events.extend(self._append(result))
         self.turn_results.extend(new_results)
@@ -615,25 +608,27 @@ class _Runner:
             await self.emit(*closing)
         return message
 
+    def _skipped(self, call: ToolCall, why: str, events: list[ev.AgentEvent]) -> ToolResultMessage:
+        """A skipped result for a call that never ran; its Start and End go to ``events``."""
+        result = make_result(call, f"Tool call skipped: {why}.", is_error=True)
+        if self.has_sink:
+            events.append(
+                ev.ToolExecutionStart(call_id=call.id, tool_name=call.name, args=call.arguments)
+            )
+            events.append(
+                ev.ToolExecutionEnd(
+                    call_id=call.id,
+                    tool_name=call.name,
+                    result=result,
+                    is_error=True,
+                    outcome="skipped",
+                )
+            )
+        return result
+
     async def _skip(self, decision: Decision) -> None:
         events: list[ev.AgentEvent] = []
-        results = []
-        for call in decision.calls:
-            result = make_result(call, f"Tool call skipped: {decision.skip_why}.", is_error=True)
-            results.append(result)
-            if self.has_sink:
-                events.append(
-                    ev.ToolExecutionStart(call_id=call.id, tool_name=call.name, args=call.arguments)
-                )
-                events.append(
-                    ev.ToolExecutionEnd(
-                        call_id=call.id,
-                        tool_name=call.name,
-                        result=result,
-                        is_error=True,
-                        outcome="skipped",
-                    )
-                )
+        results = [self._skipped(call, decision.skip_why, events) for call in decision.calls]
         for result in results:
             events.extend(self._append(result))
         self.turn_results.extend(results)
