@@ -1,0 +1,675 @@
+"""The runner: one run of pi's two-level loop (started by ``_loop``'s entry points).
+
+Theory of operation
+-------------------
+A run is one :class:`Runner`. Its state is plain data — the working transcript, the
+messages it appended, the messages polled but not yet appended (``pending``), the turn in
+progress (``turn_open``/``turn_message``/``turn_results``), the reply being streamed
+(``acc``) and the tool batch being run (``batch``) — updated *synchronously*, before
+any event about it is emitted. Events are delivered afterwards; a delivery that is
+cancelled goes back on a ``redo`` list (update events excepted) and is delivered first
+next time. So whatever ends the run, at whatever checkpoint — the run's own cancel scope
+(``abort``), the caller's cancel scope, an exception — ``_close`` can read the state,
+give every unanswered call a result, and queue the closing events. That is the pairing
+invariant: it never depends on how far an ``await`` got.
+
+``_policy.decide`` says what each reply means (the stop-reason table); ``_batch.Batch``
+runs one batch of tool calls; ``_stream.StreamAccumulator`` turns the model's events into
+the assistant message.
+
+Exception policy: a tool's or the model's ``Exception`` becomes data (an error result, an
+``error`` reply). Any other ``Exception`` (a hook, the event sink, a bug) ends the run with
+``AgentEnd(reason="error")`` and raises :class:`AgentRunError` with the original as
+``__cause__``. ``Cancelled``, ``KeyboardInterrupt`` and other ``BaseException``s propagate
+after the clean-up, never wrapped in an exception group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from . import _events as ev
+from ._batch import Batch, make_result, maybe_await
+from ._errors import AgentRunError, AgentUsageError
+from ._hooks import Context, LoopConfig, NextTurn, TurnContext
+from ._messages import AssistantMessage, CustomMessage, Message, ToolCall, ToolResultMessage
+from ._model import Model, ModelOptions, ModelRequest, ToolSpec
+from ._policy import Decision, decide
+from ._stream import StreamAccumulator
+
+__all__ = ["AgentRunResult", "OnEvent", "Runner", "representative"]
+
+OnEvent = Callable[[ev.AgentEvent], Awaitable[None] | None]
+_DROPPABLE = (ev.MessageUpdate, ev.ToolExecutionUpdate)
+
+
+@attrs.frozen(kw_only=True)
+class AgentRunResult:
+    """How a run ended.
+
+    Attributes:
+        reason: why it ended.
+        messages: the messages this run added, in transcript order.
+        steps: model requests made.
+        transcript: the working message list the run ended with (the context's messages,
+            or what ``prepare_next_turn`` swapped in, plus everything appended since).
+        undelivered: prompts, and messages a steering/follow-up poll returned, that never
+            entered the transcript because the run ended first (the Agent puts polled ones
+            back at the front of its queue).
+        turns: the batch statistics of each turn, in order.
+        error_message: the model's error, when the run ended on an ``error`` reply.
+    """
+
+    reason: ev.EndReason
+    messages: tuple[Message, ...]
+    steps: int
+    transcript: tuple[Message, ...]
+    undelivered: tuple[Message, ...] = ()
+    turns: tuple[ev.TurnStats, ...] = ()
+    error_message: str | None = None
+
+
+def _default_convert(messages: Sequence[Message]) -> tuple[Message, ...]:
+    return tuple(m for m in messages if type(m) is not CustomMessage)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:
+            out.extend(_leaves(inner))
+        return out
+    return [exc]
+
+
+def representative(exc: BaseException) -> BaseException:
+    """The one exception to raise for a (possibly grouped) failure.
+
+    Order: a non-``Exception`` (KeyboardInterrupt...) first, then an ``Exception``, then
+    ``Cancelled`` — so no library error and no Cancelled ever reaches a caller wrapped.
+    """
+    leaves = _leaves(exc)
+    for leaf in leaves:
+        if not isinstance(leaf, Exception | trio.Cancelled):
+            return leaf
+    for leaf in leaves:
+        if isinstance(leaf, Exception):
+            return leaf
+    return leaves[0]
+
+
+class _SinkFailure(BaseException):
+    """The event sink raised; carried as a BaseException so that the stream code's
+    ``except Exception`` (a provider failing) cannot mistake it for a model error."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(original)
+        self.original = original
+
+
+class Runner:
+    """One run: its state, the two-level loop, and its clean-up (see the module docstring)."""
+
+    def __init__(
+        self,
+        prompts: Sequence[Message],
+        context: Context,
+        model: Model,
+        config: LoopConfig,
+        *,
+        on_event: OnEvent | None = None,
+        send: trio.MemorySendChannel[ev.AgentEvent] | None = None,
+    ) -> None:
+        if not prompts:
+            last = context.messages[-1] if context.messages else None
+            if last is None or type(last) is AssistantMessage:
+                raise AgentUsageError(
+                    "nothing to continue from: with no prompts, the context must end in a "
+                    "user, tool-result or custom message (pass a prompt instead)"
+                )
+        self.config = config
+        self.prompts = tuple(prompts)
+        self.context = context
+        self.model = model
+        self.options: ModelOptions = config.model_options
+        self.on_event = on_event
+        self.send = send
+        self.has_sink = on_event is not None or send is not None
+        self.sink_dead = False
+        self.scope = trio.CancelScope()
+        self.token = trio.lowlevel.current_trio_token()
+
+        self.transcript: list[Message] = list(context.messages)
+        # The transcript without CustomMessages, kept up to date as messages are
+        # appended, so that the default request costs one tuple copy, not a filter pass
+        # over the whole history every turn.
+        self.llm_view: list[Message] = list(_default_convert(self.transcript))
+        self.new_messages: list[Message] = []
+        # Prompts count as pending from the start: a run that ends before appending
+        # them reports them in `undelivered`, like polled messages.
+        self.pending: list[Message] = list(prompts)
+        self.steps = 0
+        self.turn_index = 0
+        self.turn_open = False
+        self.turn_message: AssistantMessage | None = None
+        self.turn_results: list[ToolResultMessage] = []
+        self.turn_stats = ev.TurnStats()
+        self.turns: list[ev.TurnStats] = []
+        self.acc: StreamAccumulator | None = None
+        self.acc_start_emitted = False
+        self.stream_scope: trio.CancelScope | None = None
+        self.batch: Batch | None = None
+        self.redo: list[ev.AgentEvent] = []
+        self.aborted = False
+        self.abort_reason: str | None = None
+        self.interrupt_requested = False
+        self.interrupt_pending = False
+        self.ended = False
+        self.result: AgentRunResult | None = None
+        self._tool_specs: tuple[ToolSpec, ...] | None = None
+
+    # --- control from other tasks -------------------------------------------------------
+
+    def abort(self, reason: str | None = None, grace: float | None = None) -> None:
+        if self.ended:
+            return
+        if not self.aborted:
+            self.aborted = True
+            self.abort_reason = reason
+        batch = self.batch
+        if batch is not None:
+            batch.stop_outcome = "aborted"
+            batch.stop_text = _abort_text(self.abort_reason)
+            if grace is not None and grace > 0:
+                batch.scope.deadline = min(batch.scope.deadline, trio.current_time() + grace)
+                return
+        self.scope.cancel()
+
+    def interrupt(self) -> bool:
+        """Cancel the running batch or stream; the run goes on. False once the run ended.
+
+        Between the two (the reply is over, its batch not started yet; or a turn is
+        being set up) the interrupt is kept until the next steering poll: a batch that
+        starts before it is cancelled at once, and a request about to be sent first
+        takes what the steering queue holds.
+        """
+        if self.ended:
+            return False
+        if self.batch is not None:
+            _interrupt_batch(self.batch)
+            return True
+        if self.stream_scope is not None:
+            self.interrupt_requested = True
+            self.stream_scope.cancel()
+            return True
+        self.interrupt_pending = True
+        return True
+
+    # --- events -------------------------------------------------------------------------
+
+    async def _deliver(self, event: ev.AgentEvent) -> None:
+        if self.sink_dead:
+            return
+        if self.send is not None:
+            try:
+                await self.send.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.sink_dead = True
+                self.abort("the event consumer closed the channel")
+            return
+        assert self.on_event is not None
+        try:
+            result = self.on_event(event)
+            if result is not None:
+                await result
+        except Exception as exc:
+            raise _SinkFailure(exc) from exc
+
+    async def emit(self, *events: ev.AgentEvent) -> None:
+        """Deliver events in order; what a cancel interrupts goes on the redo list."""
+        if not self.has_sink:
+            return
+        if self.redo:
+            queue = [*self.redo, *events]
+            self.redo = []
+        else:
+            queue = list(events)
+        for i, event in enumerate(queue):
+            try:
+                await self._deliver(event)
+            except BaseException:
+                self.redo.extend(e for e in queue[i:] if not isinstance(e, _DROPPABLE))
+                raise
+
+    async def _flush(self) -> None:
+        if self.redo:
+            await self.emit()
+
+    # --- state changes (synchronous) ----------------------------------------------------
+
+    def _push(self, message: Message) -> None:
+        self.transcript.append(message)
+        self.new_messages.append(message)
+        if type(message) is not CustomMessage:
+            self.llm_view.append(message)
+
+    def _append(self, message: Message) -> list[ev.AgentEvent]:
+        self._push(message)
+        if not self.has_sink:
+            return []
+        return [ev.MessageStart(message=message), ev.MessageEnd(message=message)]
+
+    def _close(self, reason: ev.EndReason) -> None:
+        """End the run: pair every call, close the turn, queue the closing events."""
+        if self.ended:
+            return
+        self.ended = True
+        events: list[ev.AgentEvent] = []
+        acc = self.acc
+        if acc is not None:
+            if acc.final is not None:
+                message = acc.final
+            elif reason == "aborted":
+                message = acc.fail(self.abort_reason or "the run was aborted", "aborted")
+            else:
+                message = acc.fail("the run failed while the reply streamed", "error")
+            if not self.acc_start_emitted:
+                events.append(ev.MessageStart(message=acc.empty()))
+            self._push(message)
+            events.append(ev.MessageEnd(message=message))
+            self.turn_message = message
+            self.acc = None
+        new_results: list[ToolResultMessage] = []
+        answered = {r.tool_call_id for r in self.turn_results}
+        batch = self.batch
+        if batch is not None:
+            events.extend(batch.finish_unfinished())
+            new_results.extend(batch.results())
+            self.turn_stats = batch.stats()
+            self.batch = None
+        answered.update(r.tool_call_id for r in new_results)
+        if self.turn_message is not None:
+            if reason != "aborted":
+                why = f"the run ended ({reason})"
+            elif self.abort_reason:
+                why = f"the run was aborted ({self.abort_reason})"
+            else:
+                why = "the run was aborted"
+            for call in self.turn_message.tool_calls:
+                if call.id in answered:
+                    continue
+                answered.add(call.id)
+                new_results.append(self._skipped(call, why, events))
+        for result in new_results:
+            events.extend(self._append(result))
+        self.turn_results.extend(new_results)
+        if self.turn_open:
+            self.turn_open = False
+            self.turns.append(self.turn_stats)
+            events.append(
+                ev.TurnEnd(
+                    message=self.turn_message,
+                    tool_results=tuple(self.turn_results),
+                    stats=self.turn_stats,
+                )
+            )
+        last = self.new_messages[-1] if self.new_messages else None
+        error_message = (
+            last.error_message
+            if type(last) is AssistantMessage and last.stop_reason == "error"
+            else None
+        )
+        self.result = AgentRunResult(
+            reason=reason,
+            messages=tuple(self.new_messages),
+            steps=self.steps,
+            transcript=tuple(self.transcript),
+            undelivered=tuple(self.pending),
+            turns=tuple(self.turns),
+            error_message=error_message,
+        )
+        self.pending = []
+        events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))
+        if self.has_sink and not self.sink_dead:
+            self.redo.extend(events)
+
+    # --- the run ------------------------------------------------------------------------
+
+    async def run(self) -> AgentRunResult:
+        failure: BaseException | None = None
+        try:
+            with self.scope:
+                await self._main()
+        # Everything is re-raised below, once the transcript is paired.
+        except BaseException as exc:  # noqa: ASYNC103, ASYNC104
+            failure = representative(exc)
+        if isinstance(failure, _SinkFailure):
+            self.sink_dead = True
+            failure = failure.original
+        if failure is None or not isinstance(failure, Exception):
+            # Finished, aborted through the run's own scope, or stopped by an outer cancel
+            # scope / KeyboardInterrupt: those end "aborted" (a no-op if already ended).
+            self._close("aborted")
+            await self._deliver_closing()
+            if failure is not None:
+                raise failure from None
+        else:
+            self._close("error")
+            await self._deliver_closing()
+        assert self.result is not None
+        if failure is not None:
+            raise AgentRunError(
+                f"the run failed: {type(failure).__name__}: {failure}", self.result
+            ) from failure
+        return self.result
+
+    async def _deliver_closing(self) -> None:
+        """Deliver the closing events; once cancelled, within ``cleanup_timeout`` only."""
+        try:
+            try:
+                await self._flush()
+            except trio.Cancelled:
+                with trio.move_on_after(self.config.cleanup_timeout, shield=True):
+                    await self._flush()
+                raise
+        except _SinkFailure as exc:
+            # The sink failed while the run was closing: the run's own failure (if any)
+            # is what the caller hears about; a failure here is reported on its own.
+            self.sink_dead = True
+            assert self.result is not None
+            raise AgentRunError(
+                f"the event sink failed: {type(exc.original).__name__}: {exc.original}",
+                self.result,
+            ) from exc.original
+
+    async def _checkpoint_abort(self) -> None:
+        if self.aborted:
+            self.scope.cancel()
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+    async def _poll_steering(self) -> None:
+        self.interrupt_pending = False  # this poll delivers what an interrupt wanted
+        await self._poll(self.config.get_steering_messages)
+
+    async def _poll(self, hook: Callable[[], Any] | None) -> None:
+        if hook is None:
+            return
+        messages = await maybe_await(hook())
+        if messages:
+            self.pending.extend(messages)
+
+    def _context_now(self) -> Context:
+        return Context(
+            system_prompt=self.context.system_prompt,
+            messages=tuple(self.transcript),
+            tools=self.context.tools,
+        )
+
+    def _turn_context(self) -> TurnContext:
+        assert self.turn_message is not None
+        return TurnContext(
+            message=self.turn_message,
+            tool_results=tuple(self.turn_results),
+            context=self._context_now(),
+            new_messages=tuple(self.new_messages),
+        )
+
+    async def _end(self, reason: ev.EndReason) -> None:
+        self._close(reason)
+        await self._flush()
+
+    async def _main(self) -> None:
+        config = self.config
+        await self.emit(ev.AgentStart())
+        await self._checkpoint_abort()
+        await self._poll_steering()
+        first = True
+        has_more = True
+        last_terminated = False
+        while True:
+            while has_more or self.pending:
+                if not first:
+                    if self.steps >= config.max_steps:
+                        return await self._end("max_steps")
+                    await self._checkpoint_abort()
+                    if config.prepare_next_turn is not None:
+                        nxt = await maybe_await(config.prepare_next_turn(self._turn_context()))
+                        if nxt is not None:
+                            self._apply_next_turn(nxt)
+                    if not self.pending:
+                        await self._poll_steering()
+                first = False
+                await self._checkpoint_abort()
+                decision = await self._turn()
+                if decision.end is not None:
+                    return await self._end(decision.end)
+                batch_terminated = decision.action == "execute" and self._last_all_terminate
+                last_terminated = batch_terminated
+                has_more = decision.continues and not batch_terminated
+                if config.should_stop_after_turn is not None and await maybe_await(
+                    config.should_stop_after_turn(self._turn_context())
+                ):
+                    return await self._end("stopped")
+                await self._poll_steering()
+            await self._poll(config.get_follow_up_messages)
+            if self.pending:
+                continue
+            if self.turn_message is not None and self.turn_message.stop_reason == "aborted":
+                return await self._end("aborted")
+            return await self._end("terminated" if last_terminated else "stop")
+
+    _last_all_terminate = False
+
+    def _apply_next_turn(self, nxt: NextTurn) -> None:
+        if nxt.context is not None:
+            self.context = nxt.context
+            self.transcript = list(nxt.context.messages)
+            self.llm_view = list(_default_convert(self.transcript))
+            self._tool_specs = None
+        if nxt.model is not None:
+            self.model = nxt.model
+        if nxt.options is not None:
+            self.options = nxt.options
+
+    def _request(self, messages: Sequence[Message]) -> ModelRequest:
+        specs = self._tool_specs
+        if specs is None:
+            specs = self._tool_specs = tuple(
+                ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+                for t in self.context.tools
+            )
+        return ModelRequest(
+            system_prompt=self.context.system_prompt,
+            messages=tuple(messages),
+            tools=specs,
+            options=self.options,
+        )
+
+    async def _llm_messages(self) -> Sequence[Message]:
+        """The transcript as this request shows it to the model."""
+        config = self.config
+        if config.transform_context is None and config.convert_to_llm is None:
+            return self.llm_view
+        messages: Sequence[Message] = self.transcript
+        if config.transform_context is not None:
+            messages = await maybe_await(config.transform_context(tuple(messages)))
+        if config.convert_to_llm is not None:
+            return await maybe_await(config.convert_to_llm(tuple(messages)))  # type: ignore[no-any-return]
+        return _default_convert(messages)
+
+    async def _turn(self) -> Decision:
+        config = self.config
+        self.turn_open = True
+        self.turn_message = None
+        self.turn_results = []
+        self.turn_stats = ev.TurnStats()
+        index = self.turn_index
+        self.turn_index += 1
+        events: list[ev.AgentEvent] = [ev.TurnStart(index=index)] if self.has_sink else []
+        pending, self.pending = self.pending, []
+        for message in pending:
+            events.extend(self._append(message))
+        await self.emit(*events)
+        while True:
+            messages = await self._llm_messages()
+            if not self.interrupt_pending:
+                break
+            # Interrupted before the request went out: it takes the steering first.
+            await self._poll_steering()
+            pending, self.pending = self.pending, []
+            await self.emit(*(e for m in pending for e in self._append(m)))
+        request = self._request(messages)
+        await self._checkpoint_abort()
+        self.steps += 1
+        message = await self._stream(request)
+        if self.interrupt_requested:
+            # An interrupted reply is kept (stop reason aborted) but the run goes on:
+            # its calls are skipped and the steering poll delivers what interrupted it.
+            self.interrupt_requested = False
+            calls = tuple({c.id: c for c in message.tool_calls}.values())
+            decision = Decision(
+                action="skip" if calls else "none", calls=calls, skip_why="interrupted by user"
+            )
+        else:
+            decision = decide(message, continue_after_length=config.continue_after_length)
+        self._last_all_terminate = False
+        if decision.action == "execute":
+            await self._run_batch(message, decision.calls)
+        elif decision.action == "skip":
+            await self._skip(decision)
+        self.turn_open = False
+        self.turns.append(self.turn_stats)
+        if self.has_sink:
+            await self.emit(
+                ev.TurnEnd(
+                    message=message,
+                    tool_results=tuple(self.turn_results),
+                    stats=self.turn_stats,
+                )
+            )
+        return decision
+
+    async def _stream(self, request: ModelRequest) -> AssistantMessage:
+        acc = StreamAccumulator()
+        self.acc = acc
+        self.acc_start_emitted = False
+        self.interrupt_requested = False
+        idle = self.config.stream_idle_timeout
+        has_sink = self.has_sink
+        with trio.CancelScope() as scope:
+            self.stream_scope = scope
+            if idle is not None:
+                scope.deadline = trio.current_time() + idle
+            try:
+                async with self.model.stream(request) as events:
+                    async for event in events:
+                        if idle is not None:
+                            scope.deadline = math.inf
+                        show = acc.feed(event)
+                        if has_sink:
+                            if not self.acc_start_emitted and acc.started:
+                                self.acc_start_emitted = True
+                                await self.emit(ev.MessageStart(message=acc.empty()))
+                            if show:
+                                await self.emit(
+                                    ev.MessageUpdate(message=acc.snapshot(), event=event)
+                                )
+                        if acc.final is not None:
+                            break
+                        if idle is not None:
+                            scope.deadline = trio.current_time() + idle
+            except Exception as exc:
+                if acc.final is None:
+                    acc.fail(f"the model stream failed: {type(exc).__name__}: {exc}")
+        self.stream_scope = None
+        if scope.cancelled_caught and acc.final is None:
+            if self.interrupt_requested:
+                acc.fail("interrupted by user", "aborted")
+            else:
+                acc.fail(f"the model stream was silent for {idle:g}s (stream_idle_timeout)")
+        message = acc.finish()
+        # The message enters the transcript in the same step as the stream stops being
+        # "in flight", so a cancel at any later checkpoint finds it there.
+        self.acc = None
+        self._push(message)
+        self.turn_message = message
+        if has_sink:
+            closing: list[ev.AgentEvent] = []
+            if not self.acc_start_emitted:
+                self.acc_start_emitted = True
+                closing.append(ev.MessageStart(message=acc.empty()))
+            closing.append(ev.MessageEnd(message=message))
+            await self.emit(*closing)
+        return message
+
+    def _skipped(self, call: ToolCall, why: str, events: list[ev.AgentEvent]) -> ToolResultMessage:
+        """A skipped result for a call that never ran; its Start and End go to ``events``."""
+        result = make_result(call, f"Tool call skipped: {why}.", is_error=True)
+        if self.has_sink:
+            events.append(
+                ev.ToolExecutionStart(call_id=call.id, tool_name=call.name, args=call.arguments)
+            )
+            events.append(
+                ev.ToolExecutionEnd(
+                    call_id=call.id,
+                    tool_name=call.name,
+                    result=result,
+                    is_error=True,
+                    outcome="skipped",
+                )
+            )
+        return result
+
+    async def _skip(self, decision: Decision) -> None:
+        events: list[ev.AgentEvent] = []
+        results = [self._skipped(call, decision.skip_why, events) for call in decision.calls]
+        for result in results:
+            events.extend(self._append(result))
+        self.turn_results.extend(results)
+        await self.emit(*events)
+
+    async def _run_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> None:
+        context = self.context
+        if self.config.before_tool_call is not None or self.config.after_tool_call is not None:
+            # The hooks see the conversation as it stands, this reply included.
+            context = self._context_now()
+        batch = Batch(
+            message=message,
+            calls=calls,
+            context=context,
+            config=self.config,
+            emit=self.emit,
+            has_sink=self.has_sink,
+        )
+        self.batch = batch
+        if self.interrupt_pending:
+            self.interrupt_pending = False
+            _interrupt_batch(batch)
+        await batch.run()
+        events = batch.finish_unfinished()
+        results = batch.results()
+        self.turn_stats = batch.stats()
+        self._last_all_terminate = batch.all_terminate()
+        self.batch = None
+        for result in results:
+            events.extend(self._append(result))
+        self.turn_results.extend(results)
+        await self.emit(*events)
+        if self.aborted:
+            await self._checkpoint_abort()
+
+
+def _interrupt_batch(batch: Batch) -> None:
+    batch.interrupted = True
+    batch.stop_outcome = "skipped"
+    batch.stop_text = "Tool call skipped: interrupted by user."
+    batch.scope.cancel()
+
+
+def _abort_text(reason: str | None) -> str:
+    return f"Tool call aborted: {reason or 'the run was aborted'}."
