@@ -131,6 +131,50 @@ def _plain_write(dicts: list[Any]) -> Callable[[Path], float]:
     return measure
 
 
+def run(repeats: int = REPEATS) -> list[dict[str, Any]]:
+    """Rows for the suite (``trio-agent bench``): loading, bulk writing and the
+    ``MessageEnd`` sink without fsync, each against plain ``json`` on the same data."""
+    messages = transcript()
+    dicts = [to_jsonable(m, Message) for m in messages]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        plain_write = _median(_plain_write(dicts), folder, repeats)
+        bulk = _median(_write_bulk(messages), folder, repeats)
+        sink = _median(_write_sink(messages, False), folder, max(1, repeats // 3))
+        path = folder / "last.jsonl"
+        _write_bulk(messages)(path)
+        plain_read = _median(_plain_load(path), folder, repeats)
+        ours_read = _median(_our_load(path, messages), folder, repeats)
+    common = {"size": f"N={N:,}", "n": N, "unit": "message"}
+    return [
+        {"case": "load_transcript", "ours": ours_read, "floor": plain_read, **common},
+        {"case": "write_messages", "ours": bulk, "floor": plain_write, **common},
+        {"case": "sink, fsync=False", "ours": sink, "floor": plain_write, **common},
+    ]
+
+
+def _plain_load(path: Path) -> Callable[[Path], float]:
+    def measure(_: Path) -> float:
+        start = time.perf_counter()
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+        [json.loads(line) for line in lines[1:] if line]
+        return time.perf_counter() - start
+
+    return measure
+
+
+def _our_load(path: Path, messages: list[Message]) -> Callable[[Path], float]:
+    def measure(_: Path) -> float:
+        start = time.perf_counter()
+        loaded = load_transcript(path)
+        elapsed = time.perf_counter() - start
+        assert loaded.messages == tuple(messages)
+        return elapsed
+
+    return measure
+
+
 def main() -> None:
     messages = transcript()
     dicts = [to_jsonable(m, Message) for m in messages]
@@ -156,23 +200,11 @@ def main() -> None:
         _write_bulk(messages)(path)
         size = path.stat().st_size
 
-        def plain_load(_: Path) -> float:
-            start = time.perf_counter()
-            with open(path, "rb") as f:
-                lines = f.read().split(b"\n")
-            [json.loads(line) for line in lines[1:] if line]
-            return time.perf_counter() - start
-
-        def our_load(_: Path) -> float:
-            start = time.perf_counter()
-            loaded = load_transcript(path)
-            elapsed = time.perf_counter() - start
-            assert loaded.messages == tuple(messages)
-            return elapsed
-
-        plain_read = _median(plain_load, folder, REPEATS)
+        plain_read = _median(_plain_load(path), folder, REPEATS)
         rows.append(("load: plain json.loads per line", plain_read, None))
-        rows.append(("load: load_transcript", _median(our_load, folder, REPEATS), None))
+        rows.append(
+            ("load: load_transcript", _median(_our_load(path, messages), folder, REPEATS), None)
+        )
 
     print(f"transcript: {N:,} messages, {size / 1e6:.1f} MB as JSONL")
     print(f"{'':44} {'total':>9} {'per msg':>9} {'vs plain json':>14}")

@@ -124,3 +124,11 @@ def test_unwritable_json_is_an_error_not_a_traceback(
     )
     assert code == 1
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_transcript_benchmark_rows() -> None:
+    from benchmarks import bench_transcript
+
+    rows = bench_transcript.run(repeats=1)
+    assert [r["case"] for r in rows] == ["load_transcript", "write_messages", "sink, fsync=False"]
+    assert all(r["ours"] > 0 and r["floor"] > 0 for r in rows)
