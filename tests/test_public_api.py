@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-PUBLIC_MODULES = ["trio_agent", "trio_agent.testing"]
+PUBLIC_MODULES = ["trio_agent", "trio_agent.testing", "trio_agent.providers", "trio_agent.tools"]
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)
