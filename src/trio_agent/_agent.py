@@ -29,9 +29,9 @@ late messages at once (from a non-empty transcript).
 :meth:`AgentRun.interrupt`, which cuts the running batch or reply; the run then reaches
 its steering poll and delivers ``m``. If neither a batch nor a reply runs at that moment
 (the request is being prepared, or the reply has just ended and its batch not begun), the
-agent keeps the interrupt pending and tries again at each event of the run, until the
-steering poll hands ``m`` out — so what the interrupt cuts is always work that started
-before ``m`` was delivered.
+loop keeps the interrupt until its next steering poll: a batch that starts first is
+cancelled, and a request about to go out takes ``m`` first. (Before the loop's run has
+started, the agent holds the interrupt and passes it on at the run's first event.)
 
 The state is final — ``is_running`` false, ``messages`` the run's transcript, the queues
 restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi). The
@@ -254,8 +254,9 @@ class Agent:
         running tool batch is cancelled (unfinished calls get ``skipped: interrupted by
         user`` results; finished ones keep theirs) or the streaming reply is cut (kept
         with stop reason ``aborted``, its calls skipped); the run then goes on with this
-        message. If neither a batch nor a reply is running at that moment, the first one
-        that starts before the message is delivered is interrupted.
+        message. If neither a batch nor a reply is running at that moment, a batch that
+        starts before the message is delivered is cancelled, and a request about to be
+        sent takes the message first.
 
         Raises:
             AgentUsageError: the agent is closed.
