@@ -45,6 +45,7 @@ from trio_agent import (
     ToolResultMessage,
     TurnContext,
     UserMessage,
+    check_transcript,
     open_agent_loop,
     run_agent_loop,
 )
@@ -815,3 +816,28 @@ async def test_a_tool_can_fail_with_details() -> None:
     tr = results_of(result.messages)["a"]
     assert (tr.is_error, tr.details, tr.text) == (True, {"exit_code": 2}, "exit code 2")
     assert rec.of(ToolExecutionEnd)[0].outcome == "error"
+
+
+async def test_a_swapped_context_becomes_the_transcript() -> None:
+    summary = UserMessage.text("summary of the earlier conversation")
+
+    def compact(tc: TurnContext) -> NextTurn:
+        # keep a summary instead of the history, plus this turn's reply and results
+        tail = tc.context.messages[-2:]
+        return NextTurn(context=Context(messages=(summary, *tail), tools=tc.context.tools))
+
+    model = ScriptedModel([tool_use(call("a")), reply()])
+    history = [UserMessage.text("old question"), reply("old answer")]
+    result = await run_agent_loop(
+        prompt(),
+        ctx(make_tool(), messages=history),
+        model,
+        LoopConfig(prepare_next_turn=compact),
+    )
+    assert model.requests[1].messages[0] == summary
+    assert len(model.requests[1].messages) == 3
+    assert result.transcript[0] == summary
+    assert [m.role for m in result.transcript] == ["user", "assistant", "tool_result", "assistant"]
+    # `messages` still lists everything this run appended, in order
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool_result", "assistant"]
+    check_transcript(result.transcript)
