@@ -150,7 +150,6 @@ class Batch:
         self._has_sink = has_sink
         self._tools = {t.name: t for t in context.tools}
         self.scope = trio.CancelScope()
-        self.interrupted = False
         self.stop_outcome: ev.ToolOutcome = "aborted"
         self.stop_text = "Tool call aborted: the run was aborted."
         self._running = 0

@@ -133,7 +133,6 @@ class Runner:
                     "user, tool-result or custom message (pass a prompt instead)"
                 )
         self.config = config
-        self.prompts = tuple(prompts)
         self.context = context
         self.model = model
         self.options: ModelOptions = config.model_options
@@ -169,6 +168,7 @@ class Runner:
         self.abort_reason: str | None = None
         self.interrupt_requested = False
         self.interrupt_pending = False
+        self.last_all_terminate = False  # every result of the last batch set terminate
         self.ended = False
         self.result: AgentRunResult | None = None
         self._tool_specs: tuple[ToolSpec, ...] | None = None
@@ -448,7 +448,7 @@ class Runner:
                 decision = await self._turn()
                 if decision.end is not None:
                     return await self._end(decision.end)
-                batch_terminated = decision.action == "execute" and self._last_all_terminate
+                batch_terminated = decision.action == "execute" and self.last_all_terminate
                 last_terminated = batch_terminated
                 has_more = decision.continues and not batch_terminated
                 if config.should_stop_after_turn is not None and await maybe_await(
@@ -462,8 +462,6 @@ class Runner:
             if self.turn_message is not None and self.turn_message.stop_reason == "aborted":
                 return await self._end("aborted")
             return await self._end("terminated" if last_terminated else "stop")
-
-    _last_all_terminate = False
 
     def _apply_next_turn(self, nxt: NextTurn) -> None:
         if nxt.context is not None:
@@ -537,7 +535,7 @@ class Runner:
             )
         else:
             decision = decide(message, continue_after_length=config.continue_after_length)
-        self._last_all_terminate = False
+        self.last_all_terminate = False
         if decision.action == "execute":
             await self._run_batch(message, decision.calls)
         elif decision.action == "skip":
@@ -654,7 +652,7 @@ class Runner:
         events = batch.finish_unfinished()
         results = batch.results()
         self.turn_stats = batch.stats()
-        self._last_all_terminate = batch.all_terminate()
+        self.last_all_terminate = batch.all_terminate()
         self.batch = None
         for result in results:
             events.extend(self._append(result))
@@ -665,7 +663,6 @@ class Runner:
 
 
 def _interrupt_batch(batch: Batch) -> None:
-    batch.interrupted = True
     batch.stop_outcome = "skipped"
     batch.stop_text = "Tool call skipped: interrupted by user."
     batch.scope.cancel()
