@@ -8,11 +8,24 @@ guided by the tool's JSON Schema, under two rules:
   one the schema allows there), so arguments that already validate are never changed —
   which is what lets :func:`check_arguments` return valid arguments after one
   ``is_valid`` call, without converting at all;
-* a conversion must be exact and unambiguous: ``"42"`` → 42, ``"42.0"`` → 42,
-  ``"3.5"`` → 3.5, ``"true"``/``"false"`` → bool, ``42`` → ``"42"`` for a string, a JSON
-  array/object text → the parsed value; never ``"yes"`` → bool, ``"42.5"`` → integer,
-  ``null`` → 0 or ``""``. Where several alternatives (``anyOf``, ``oneOf``, a ``type``
-  list, an untyped ``enum``) would take different conversions, nothing is converted.
+* a conversion must be exact and unambiguous — pi's table, where it loses nothing:
+
+  ==========  ===========================================================
+  expected    converted from
+  ==========  ===========================================================
+  integer     ``"42"``, ``"42.0"``, ``"4.2e1"`` → 42; ``true``/``false`` → 1/0
+  number      ``"3.5"`` → 3.5, ``"3"`` → 3; ``true``/``false`` → 1/0
+  boolean     ``"true"``/``"false"`` (any case) → bool; ``1``/``0`` → true/false
+  string      ``true``/``false`` → ``"true"``/``"false"``; ``42`` → ``"42"``,
+              ``4.5`` → ``"4.5"`` (the number's shortest exact text)
+  array       a JSON array text → the parsed array
+  object      a JSON object text → the parsed object
+  ==========  ===========================================================
+
+  Never anything lossy: ``"yes"`` or ``2`` is not a boolean, ``"42.5"`` or 42.5 is not
+  an integer, ``null`` is not 0, ``false`` or ``""``, a non-finite number has no text.
+  Where several alternatives (``anyOf``, ``oneOf``, a ``type`` list, an untyped
+  ``enum``) would take different conversions, nothing is converted.
 
 The schema is compiled once into a graph of :class:`_Node` (one per schema object, local
 ``$ref``\\s linked, cycles allowed); the walk follows ``properties``,
@@ -25,6 +38,7 @@ unchanged parts are shared.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
@@ -119,8 +133,19 @@ def _coerce(name: str, value: Any) -> Any:
             parsed = _parse_json(value, "{")
             return parsed if type(parsed) is dict else _MISSING
         return _MISSING
-    if name == "string" and type(value) is int:
-        return str(value)
+    kind = json_type(value)
+    if name == "string":
+        if kind == "boolean":
+            return "true" if value else "false"
+        if kind == "integer":
+            return str(int(value))
+        if kind == "number" and math.isfinite(value):
+            return repr(float(value))  # the shortest text that reads back as this number
+        return _MISSING
+    if name == "boolean" and kind in ("integer", "number") and value in (0, 1):
+        return value == 1
+    if name in ("integer", "number") and kind == "boolean":
+        return 1 if value else 0
     return _MISSING
 
 
