@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter, deque
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
 
@@ -62,17 +63,16 @@ from ._errors import AgentBusyError, AgentRunError, AgentUsageError
 from ._hooks import Context, LoopConfig
 from ._loop import AgentRun, AgentRunResult, open_agent_loop
 from ._messages import (
+    MESSAGE_TYPES,
     AssistantMessage,
-    CustomMessage,
     Message,
-    ToolResultMessage,
     UserMessage,
 )
 from ._model import Model
-from ._tools import Tool
+from ._tools import Tool, as_tools
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncIterator, Iterable
     from types import TracebackType
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
@@ -81,7 +81,6 @@ QueueMode: TypeAlias = Literal["one_at_a_time", "all"]
 """How many queued messages one poll delivers: the oldest one, or all of them."""
 
 _MODES = ("one_at_a_time", "all")
-_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 _UPDATES = (ev.MessageUpdate, ev.ToolExecutionUpdate)
 _Kind: TypeAlias = Literal["steering", "follow_up"]
 
@@ -121,15 +120,15 @@ def _check_config(_agent: Any, _attribute: Any, config: LoopConfig) -> None:
 
 
 def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
-    return tuple(tools)
+    return as_tools(tools, "Agent.tools")
 
 
-def _as_message(message: str | Message) -> Message:
+def _as_message(message: object) -> Message:
     if isinstance(message, str):
         return UserMessage.text(message)
-    if isinstance(message, _MESSAGE_TYPES):
+    if isinstance(message, MESSAGE_TYPES):
         return message
-    raise TypeError(f"expected a message or a str, got {type(message).__name__}")
+    raise TypeError(f"expected a message or a str, got {type(message).__name__} {message!r:.60}")
 
 
 @attrs.define(eq=False)
@@ -542,10 +541,16 @@ class Agent:
             AgentRunError: a hook raised or a bug ended the run; ``state.messages``
                 holds the paired transcript, ``__cause__`` the original error.
         """
-        if isinstance(message, (str, *_MESSAGE_TYPES)):
-            prompts = [_as_message(message)]
+        given: object = message  # checked at run time, whatever the annotations say
+        if isinstance(given, (str, *MESSAGE_TYPES)):
+            prompts = [_as_message(given)]
+        elif isinstance(given, Sequence) and not isinstance(given, bytes | bytearray):
+            prompts = [_as_message(m) for m in given]
         else:
-            prompts = [_as_message(m) for m in message]
+            raise TypeError(
+                "prompt() takes a str, a message or a sequence of them, not "
+                f"{type(message).__name__} {message!r:.60}"
+            )
         if not prompts:
             raise AgentUsageError("prompt() needs a message; to resume, call continue_()")
         active = await self._begin("prompt")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections import abc
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,40 @@ __all__ = ["Batch", "CallState", "make_result"]
 
 
 def _blocks(content: str | Sequence[Text | Image]) -> tuple[Text | Image, ...]:
+    """``content`` as result blocks, checked where a tool (or a hook) hands it over.
+
+    Raises:
+        TypeError: ``content`` is not a ``str`` or a sequence of ``Text``/``Image``
+            blocks with ``str`` fields (bytes, a dict, a list holding a str...). Such a
+            value would make the transcript unloadable, so it becomes that call's error.
+    """
     if isinstance(content, str):
         return (Text(text=content),)
+    given: object = content  # checked at run time, whatever the annotations say
+    if not isinstance(given, list | tuple) and (
+        not isinstance(given, abc.Sequence) or isinstance(given, bytes | bytearray)
+    ):
+        raise TypeError(
+            f"tool result content must be a str or a sequence of Text/Image blocks, "
+            f"not {type(given).__name__}"
+        )
+    for i, block in enumerate(content):
+        # The annotations say what a block should be; this checks what it is.
+        fields: tuple[object, ...]
+        if type(block) is Text:
+            fields = (block.text, "" if block.signature is None else block.signature)
+        elif type(block) is Image:
+            fields = (block.data, block.mime_type)
+        else:
+            raise TypeError(
+                f"tool result content[{i}] is a {type(block).__name__}, not a Text or "
+                "Image block"
+            )
+        if not all(isinstance(f, str) for f in fields):
+            raise TypeError(
+                f"tool result content[{i}]: a {type(block).__name__} whose fields are not "
+                "all str"
+            )
     return tuple(content)
 
 
@@ -370,7 +403,11 @@ class Batch:
                 return
             if change is not None:
                 if change.content is not None:
-                    content = _blocks(change.content)
+                    try:
+                        content = _blocks(change.content)
+                    except TypeError as exc:
+                        await self._fail(st, f"after_tool_call failed: {exc}", "error")
+                        return
                 if change.details is not None:
                     details = change.details
                 if change.is_error is not None:

@@ -9,9 +9,10 @@ import attrs
 
 from ._messages import AssistantMessage, Image, Message, Text, ToolCall, ToolResultMessage
 from ._model import Model, ModelOptions
+from ._tools import Tool, as_tools
 
 if TYPE_CHECKING:
-    from ._tools import Tool, ToolOutput
+    from ._tools import ToolOutput
 
 __all__ = [
     "AfterToolCallContext",
@@ -32,13 +33,19 @@ def _tuple(value: Any) -> tuple[Any, ...]:
     return value if type(value) is tuple else tuple(value)
 
 
+def _context_tools(value: Any) -> tuple[Tool, ...]:
+    return as_tools(value, "Context.tools")
+
+
 @attrs.frozen(kw_only=True)
 class Context:
     """What a run starts from. It belongs to the caller and is never mutated."""
 
     system_prompt: str = ""
     messages: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
-    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tuple)
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_context_tools)
+    """Checked here: an entry that is not a :class:`Tool` (a plain function) is a
+    ``TypeError`` at construction, pointing at ``@trio_agent.tool``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -153,4 +160,4 @@ class LoopConfig:
 
 
 if not TYPE_CHECKING:  # resolve the forward references attrs keeps as strings
-    from ._tools import Tool, ToolOutput
+    from ._tools import ToolOutput

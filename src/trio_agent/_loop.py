@@ -16,6 +16,7 @@ import trio
 from . import _events as ev
 from ._errors import AgentRunError
 from ._hooks import Context, LoopConfig
+from ._messages import as_prompts
 from ._runner import AgentRunResult, OnEvent, Runner, representative
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ __all__ = ["AgentRun", "AgentRunResult", "open_agent_loop", "run_agent_loop"]
 
 
 async def run_agent_loop(
-    prompts: Sequence[Message],
+    prompts: Sequence[Message] | str,
     context: Context,
     model: Model,
     config: LoopConfig | None = None,
@@ -38,8 +39,9 @@ async def run_agent_loop(
     """Run the agent loop to its end and return how it ended.
 
     Args:
-        prompts: messages to append first; may be empty to continue from ``context``
-            (which must then end in a user, tool-result or custom message).
+        prompts: messages to append first, or one ``str`` (one user message); may be
+            empty to continue from ``context`` (which must then end in a user,
+            tool-result or custom message).
         context: system prompt, transcript and tools; never mutated.
         model: what streams the replies.
         config: hooks and limits (:class:`LoopConfig`).
@@ -50,7 +52,21 @@ async def run_agent_loop(
     fires, the transcript is paired under a bounded shield (events still delivered if
     ``on_event`` takes them in time) and ``Cancelled`` propagates.
 
+    A call id already used earlier in the transcript (some servers restart at
+    ``call_0`` every turn) is renamed before the reply enters the transcript: ``call_0``
+    becomes ``call_0~2`` (then ``~3``..., the first suffix free in the transcript and the
+    reply), in the reply and in its result, so each call runs once and the transcript
+    stays paired. ``MessageUpdate`` events, shown while the reply streams, still carry
+    the id the model sent.
+
+    A reply cut short (an abort, a stream that fails or ends early) is kept with its
+    partial content; a tool call whose arguments never finished streaming is dropped
+    from it and named in its ``error_message`` (``...; unfinished tool call(s) dropped:
+    <name> (<id>)``), and each finished call gets a skipped result.
+
     Raises:
+        TypeError: before anything runs, when ``prompts`` is not a ``str`` or a
+            sequence of messages (a bare message, bytes, a list holding a non-message).
         AgentUsageError: nothing to continue from.
         AgentRunError: a hook or ``on_event`` raised, or a bug; ``.result`` holds the
             paired transcript, ``__cause__`` the original error.
@@ -89,10 +105,12 @@ class AgentRun:
     def abort(self, reason: str | None = None, *, grace: float | None = None) -> None:
         """Stop the run; callable from any task of the run's trio loop. Not a checkpoint.
 
-        The partial reply is kept (stop reason ``aborted``), finished calls keep their
-        results, every other call gets an ``aborted`` result, no new request is made,
-        and the run ends with reason ``aborted``. With ``grace``, running tools may
-        finish for up to ``grace`` seconds first. Aborting an ended run does nothing.
+        The partial reply is kept (stop reason ``aborted``; a tool call whose arguments
+        were still streaming is dropped from it and named in its ``error_message``),
+        finished calls keep their results, every other call gets an ``aborted``
+        result, no new request is made, and the run ends with reason ``aborted``.
+        With ``grace``, running tools may finish for up to ``grace`` seconds first.
+        Aborting an ended run does nothing.
         """
         self._runner.abort(reason, grace)
 
@@ -121,23 +139,28 @@ class open_agent_loop:
     The event channel holds ``buffer`` events (default 0: a slow consumer slows the run,
     nothing is dropped). Leaving the block before ``AgentEnd``, or closing
     ``run.events``, aborts the run (clean-up as for :meth:`AgentRun.abort`). An exception
-    raised in the block propagates unchanged.
+    raised in the block propagates unchanged. ``prompts`` and the rest mean what they
+    mean for :func:`run_agent_loop` (a ``str`` is one user message; reused call ids are
+    renamed; an unfinished tool call of a cut-short reply is dropped and named in its
+    ``error_message``).
 
     Raises:
+        TypeError: on entry, before anything runs, when ``prompts`` is not a ``str`` or
+            a sequence of messages.
         AgentUsageError: on entry, when there is nothing to continue from.
         AgentRunError: on exit, when a hook raised or a bug ended the run.
     """
 
     def __init__(
         self,
-        prompts: Sequence[Message],
+        prompts: Sequence[Message] | str,
         context: Context,
         model: Model,
         config: LoopConfig | None = None,
         *,
         buffer: int = 0,
     ) -> None:
-        self._args = (prompts, context, model, config or LoopConfig())
+        self._args = (as_prompts(prompts), context, model, config or LoopConfig())
         self._buffer = buffer
         self._nursery_cm: Any = None
         self._run: AgentRun | None = None

@@ -8,7 +8,7 @@ transcript round-trips through JSON exactly. Don't subclass these: the unions ar
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
@@ -175,3 +175,49 @@ class CustomMessage:
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | CustomMessage
+
+
+MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
+"""The classes of :data:`Message`, for ``isinstance`` checks."""
+
+_NOT_A_SEQUENCE = (str, bytes, bytearray, memoryview)
+
+
+def as_prompts(prompts: object) -> list[Message]:
+    """``prompts`` — a sequence of messages, or one ``str`` — as a list of messages.
+
+    A ``str`` is one user message. Checked at the door, so that a wrong value fails
+    before anything runs rather than deep inside a run.
+
+    Raises:
+        TypeError: ``prompts`` is not a ``str`` or a sequence of messages (a bare
+            message, bytes, a mapping, a list holding a non-message...); the message
+            names what was passed.
+    """
+    if isinstance(prompts, str):
+        return [UserMessage.text(prompts)]
+    if isinstance(prompts, MESSAGE_TYPES):
+        raise TypeError(
+            f"prompts must be a sequence of messages or a str, not a bare "
+            f"{type(prompts).__name__}: pass [message]"
+        )
+    if not isinstance(prompts, Sequence) or isinstance(prompts, _NOT_A_SEQUENCE):
+        raise TypeError(
+            f"prompts must be a sequence of messages or a str, not {_describe(prompts)}"
+        )
+    out = list(prompts)
+    for i, message in enumerate(out):
+        if not isinstance(message, MESSAGE_TYPES):
+            raise TypeError(
+                f"prompts[{i}] is {_describe(message)}, not a message (UserMessage, "
+                "AssistantMessage, ToolResultMessage or CustomMessage; for text, "
+                "UserMessage.text(...))"
+            )
+    return out
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = f"{text[:60]}…"
+    return f"{type(value).__name__} {text}"

@@ -22,6 +22,7 @@ polls still run (pi's behaviour).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Literal
 
 import attrs
@@ -61,7 +62,8 @@ def decide(message: AssistantMessage, *, continue_after_length: bool = False) ->
     reason = message.stop_reason
     distinct = _distinct(calls)
     if len(distinct) != len(calls):
-        dupes = sorted({c.id for c in calls if sum(d.id == c.id for d in calls) > 1})
+        # Counted once over the calls: linear, however many the reply declares.
+        dupes = sorted(cid for cid, n in Counter(c.id for c in calls).items() if n > 1)
         return Decision(
             action="skip",
             calls=distinct,

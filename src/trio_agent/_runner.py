@@ -37,7 +37,14 @@ from . import _events as ev
 from ._batch import Batch, make_result, maybe_await
 from ._errors import AgentRunError, AgentUsageError
 from ._hooks import Context, LoopConfig, NextTurn, TurnContext
-from ._messages import AssistantMessage, CustomMessage, Message, ToolCall, ToolResultMessage
+from ._messages import (
+    AssistantMessage,
+    CustomMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    as_prompts,
+)
 from ._model import Model, ModelOptions, ModelRequest, ToolSpec
 from ._policy import Decision, decide
 from ._stream import StreamAccumulator
@@ -117,7 +124,7 @@ class Runner:
 
     def __init__(
         self,
-        prompts: Sequence[Message],
+        prompts: Sequence[Message] | str,
         context: Context,
         model: Model,
         config: LoopConfig,
@@ -125,6 +132,9 @@ class Runner:
         on_event: OnEvent | None = None,
         send: trio.MemorySendChannel[ev.AgentEvent] | None = None,
     ) -> None:
+        prompts = as_prompts(prompts)
+        if not isinstance(context, Context):
+            raise TypeError(f"context must be a trio_agent.Context, not {type(context).__name__}")
         if not prompts:
             last = context.messages[-1] if context.messages else None
             if last is None or type(last) is AssistantMessage:
@@ -149,6 +159,9 @@ class Runner:
         # over the whole history every turn.
         self.llm_view: list[Message] = list(_default_convert(self.transcript))
         self.new_messages: list[Message] = []
+        # Every call id in the transcript, so that a reply reusing one gets a fresh id.
+        self.call_ids: set[str] = _call_ids(self.transcript)
+        self.next_suffix: dict[str, int] = {}
         # Prompts count as pending from the start: a run that ends before appending
         # them reports them in `undelivered`, like polled messages.
         self.pending: list[Message] = list(prompts)
@@ -280,6 +293,7 @@ class Runner:
                 message = acc.fail("the run failed while the reply streamed", "error")
             if not self.acc_start_emitted:
                 events.append(ev.MessageStart(message=acc.empty()))
+            message = self._fresh_ids(message)
             self._push(message)
             events.append(ev.MessageEnd(message=message))
             self.turn_message = message
@@ -468,6 +482,8 @@ class Runner:
             self.context = nxt.context
             self.transcript = list(nxt.context.messages)
             self.llm_view = list(_default_convert(self.transcript))
+            self.call_ids = _call_ids(self.transcript)
+            self.next_suffix = {}
             self._tool_specs = None
         if nxt.model is not None:
             self.model = nxt.model
@@ -590,7 +606,7 @@ class Runner:
                 acc.fail("interrupted by user", "aborted")
             else:
                 acc.fail(f"the model stream was silent for {idle:g}s (stream_idle_timeout)")
-        message = acc.finish()
+        message = self._fresh_ids(acc.finish())
         # The message enters the transcript in the same step as the stream stops being
         # "in flight", so a cancel at any later checkpoint finds it there.
         self.acc = None
@@ -603,6 +619,41 @@ class Runner:
                 closing.append(ev.MessageStart(message=acc.empty()))
             closing.append(ev.MessageEnd(message=message))
             await self.emit(*closing)
+        return message
+
+    def _fresh_ids(self, message: AssistantMessage) -> AssistantMessage:
+        """``message`` with every call id already used in the transcript renamed.
+
+        Some servers restart their ids each turn (``call_0`` again): such an id becomes
+        ``<id>~<n>``, the smallest ``n`` from 2 up that is used neither in the
+        transcript nor in this reply, the same for each of its uses in the reply. A
+        deterministic rename, so the run's calls and results pair up. Ids repeated
+        within the one reply are left alone (that reply is refused as a whole).
+        """
+        calls = message.tool_calls
+        if not calls:
+            return message
+        taken = self.call_ids
+        renames = {c.id: c.id for c in calls if c.id in taken}
+        if renames:
+            in_reply = {c.id for c in calls}
+            for old in renames:
+                n = self.next_suffix.get(old, 2)
+                while (new := f"{old}~{n}") in taken or new in in_reply:
+                    n += 1
+                self.next_suffix[old] = n + 1
+                renames[old] = new
+                in_reply.add(new)
+            message = attrs.evolve(
+                message,
+                content=tuple(
+                    attrs.evolve(b, id=renames[b.id])
+                    if type(b) is ToolCall and b.id in renames
+                    else b
+                    for b in message.content
+                ),
+            )
+        taken.update(c.id for c in message.tool_calls)
         return message
 
     def _skipped(self, call: ToolCall, why: str, events: list[ev.AgentEvent]) -> ToolResultMessage:
@@ -660,6 +711,16 @@ class Runner:
         await self.emit(*events)
         if self.aborted:
             await self._checkpoint_abort()
+
+
+def _call_ids(messages: Sequence[Message]) -> set[str]:
+    return {
+        b.id
+        for m in messages
+        if type(m) is AssistantMessage
+        for b in m.content
+        if type(b) is ToolCall
+    }
 
 
 def _interrupt_batch(batch: Batch) -> None:

@@ -9,13 +9,16 @@ N deltas cost O(total size), never O(N²).
 
 The final message is the ``Done``/``Error`` event's message: block events are for live
 display. Malformed streams are tolerated where SPEC §2 says so (block events before
-``Start``, a second terminal event) and become an ``error`` message otherwise.
+``Start``, a second terminal event) and become an ``error`` message otherwise — also a
+terminal event carrying something that is not an ``AssistantMessage``, and a stop
+reason outside ``StopReason`` (an ``error`` reply naming it, its content kept).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from typing import get_args
 
 import attrs
 
@@ -25,6 +28,7 @@ from ._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall
 __all__ = ["StreamAccumulator"]
 
 _TEXT, _THINKING, _CALL = 0, 1, 2
+_STOP_REASONS = frozenset(get_args(StopReason))
 
 
 class _Block:
@@ -168,11 +172,15 @@ class StreamAccumulator:
             return False
         elif t is ev.Done:
             self.started = True
-            self.final = event.message  # type: ignore[union-attr]
+            done = self._terminal(event.message, "Done")  # type: ignore[union-attr]
+            if done is not None:
+                self.final = done
             return False
         elif t is ev.Error:
             self.started = True
-            msg: AssistantMessage = event.message  # type: ignore[union-attr]
+            msg = self._terminal(event.message, "Error")  # type: ignore[union-attr]
+            if msg is None:
+                return False
             if msg.stop_reason not in ("error", "aborted") or not msg.error_message:
                 msg = attrs.evolve(
                     msg,
@@ -185,6 +193,27 @@ class StreamAccumulator:
             raise TypeError(f"not an assistant event: {event!r}")
         self.started = True
         return True
+
+    def _terminal(self, message: object, kind: str) -> AssistantMessage | None:
+        """The final message a ``Done``/``Error`` event carries, checked.
+
+        Something that is not an :class:`AssistantMessage` makes the stream malformed:
+        the reply fails (``final`` set, partial content kept) and None is returned. A
+        stop reason the loop does not know (``"content_filter"``...) makes the message
+        an ``error`` reply that says so, its content kept.
+        """
+        if type(message) is not AssistantMessage:
+            self.fail(
+                f"malformed model stream: the {kind} event carried a "
+                f"{type(message).__name__}, not an AssistantMessage"
+            )
+            return None
+        if message.stop_reason not in _STOP_REASONS:
+            why = f"the model stopped with an unknown stop reason {message.stop_reason!r}"
+            if message.error_message:
+                why = f"{why}: {message.error_message}"
+            return attrs.evolve(message, stop_reason="error", error_message=why)
+        return message
 
     def _partial_content(self) -> tuple[tuple[Text | Thinking | ToolCall, ...], list[str]]:
         content: list[Text | Thinking | ToolCall] = []

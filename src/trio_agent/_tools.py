@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -86,3 +86,25 @@ class Tool:
         default=None, repr=False
     )
     timeout: float | None = None
+
+
+def as_tools(tools: object, where: str) -> tuple[Tool, ...]:
+    """``tools`` as a tuple of :class:`Tool`, checked when it is given.
+
+    Raises:
+        TypeError: ``tools`` is not an iterable of ``Tool`` (a plain function, a single
+            tool...); the message names ``where`` and points at ``@trio_agent.tool``.
+    """
+    if isinstance(tools, Tool):
+        raise TypeError(f"{where} takes a sequence of tools, not one Tool: wrap it, (tool,)")
+    if isinstance(tools, str | bytes) or not isinstance(tools, Iterable):
+        raise TypeError(f"{where} takes a sequence of tools, not {type(tools).__name__}")
+    out = tools if type(tools) is tuple else tuple(tools)
+    for i, tool in enumerate(out):
+        if not isinstance(tool, Tool):
+            name = getattr(tool, "__qualname__", None) or type(tool).__name__
+            raise TypeError(
+                f"{where}[{i}] is {name!r}, not a Tool: decorate an annotated async "
+                "function with @trio_agent.tool, or build a trio_agent.Tool(...)"
+            )
+    return out

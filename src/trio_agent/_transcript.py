@@ -51,12 +51,14 @@ def transcript_violations(messages: Sequence[Message]) -> list[str]:
         if type(m) is not AssistantMessage or not m.tool_calls:
             i += 1
             continue
-        expected: list[str] = []
+        # Dicts and sets, not lists: a message with thousands of calls stays linear.
+        expected: dict[str, None] = {}
         for call in m.tool_calls:
-            if call.id not in expected and owner.get(call.id) == i:
-                expected.append(call.id)
+            if owner.get(call.id) == i:
+                expected[call.id] = None
         j = i + 1
         got: list[str] = []
+        got_ids: set[str] = set()
         while j < n and type(messages[j]) is ToolResultMessage:
             r = messages[j]
             assert type(r) is ToolResultMessage
@@ -69,17 +71,18 @@ def transcript_violations(messages: Sequence[Message]) -> list[str]:
             elif rid in expected:
                 answered[rid] = j
                 got.append(rid)
+                got_ids.add(rid)
             else:
                 _misplaced(problems, j, r, owner, answered)
             j += 1
-        order = [cid for cid in expected if cid in got]
+        order = [cid for cid in expected if cid in got_ids]
         if got != order:
             problems.append(
                 f"messages[{i + 1}..{j - 1}]: results out of declaration order "
                 f"(got {got}, declared {order})"
             )
         for cid in expected:
-            if cid not in got and cid not in answered and cid not in result_ids:
+            if cid not in got_ids and cid not in answered and cid not in result_ids:
                 problems.append(f"messages[{i}]: call {cid!r} has no result after it")
             # A result elsewhere is reported where it stands ("not directly after ...").
         i = j
