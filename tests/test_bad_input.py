@@ -1,0 +1,415 @@
+"""Bad input is stopped where it comes in, and what a run writes always loads again.
+
+At the door: ``prompts`` must be a ``str`` (one user message) or a sequence of messages,
+``Context.tools`` must hold ``Tool``\\s — anything else is a ``TypeError`` before the run
+starts. Inside a run: a tool's result content, a model's stop reason and the message a
+terminal event carries are checked where they arrive; a wrong one becomes that call's
+error result or an ``error`` reply, and the transcript on disk loads and checks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from loopkit import Recorder, assert_consistent, call, ctx, make_tool, prompt, reply, tool_use
+from trio_agent import (
+    Agent,
+    AgentEnd,
+    AssistantMessage,
+    Context,
+    Done,
+    Error,
+    Image,
+    JsonlTranscript,
+    Start,
+    Text,
+    TextDelta,
+    TextStart,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolExecutionEnd,
+    ToolOutput,
+    ToolResultMessage,
+    UserMessage,
+    check_transcript,
+    load_transcript,
+    open_agent,
+    open_agent_loop,
+    run_agent_loop,
+    tool,
+)
+from trio_agent.cli import main
+from trio_agent.testing import ScriptedModel
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from trio_agent import ToolContext
+
+
+# --- prompts at the door ---------------------------------------------------------------
+
+
+async def test_a_str_prompt_is_one_user_message() -> None:
+    model = ScriptedModel([reply("hello")])
+    result = await run_agent_loop("hi", ctx(), model)
+    assert result.reason == "stop"
+    first = result.messages[0]
+    assert isinstance(first, UserMessage)
+    assert first.content == (Text(text="hi"),)
+    assert len(model.requests[0].messages) == 1
+
+
+async def test_a_str_prompt_with_open_agent_loop() -> None:
+    model = ScriptedModel([reply("hello")])
+    async with open_agent_loop("hi", ctx(), model) as run:
+        async for _ in run.events:
+            pass
+    assert run.result is not None
+    assert [type(m) for m in run.result.messages] == [UserMessage, AssistantMessage]
+
+
+BAD_PROMPTS = [
+    pytest.param(UserMessage.text("hi"), "not a bare UserMessage: pass [message]", id="bare"),
+    pytest.param(b"hi", "not bytes b'hi'", id="bytes"),
+    pytest.param({"role": "user"}, "not dict {'role': 'user'}", id="mapping"),
+    pytest.param(42, "not int 42", id="int"),
+    pytest.param(None, "not NoneType None", id="none"),
+    pytest.param(["hi"], "prompts[0] is str 'hi', not a message", id="list-of-str"),
+    pytest.param(
+        [UserMessage.text("a"), {"text": "b"}],
+        "prompts[1] is dict {'text': 'b'}, not a message",
+        id="list-holding-a-dict",
+    ),
+    pytest.param((m for m in ()), "not generator", id="generator"),
+]
+
+
+@pytest.mark.parametrize(("prompts", "says"), BAD_PROMPTS)
+async def test_bad_prompts_are_a_type_error_before_anything_runs(prompts: Any, says: str) -> None:
+    model = ScriptedModel([reply("never")])
+    rec = Recorder()
+    with pytest.raises(TypeError, match="prompts") as info:
+        await run_agent_loop(prompts, ctx(), model, on_event=rec)
+    assert says in str(info.value)
+    assert model.requests == []
+    assert rec.events == []  # not even AgentStart
+
+
+@pytest.mark.parametrize(("prompts", "says"), BAD_PROMPTS)
+async def test_bad_prompts_fail_open_agent_loop_at_once(prompts: Any, says: str) -> None:
+    model = ScriptedModel([reply("never")])
+    with pytest.raises(TypeError, match="prompts") as info:
+        open_agent_loop(prompts, ctx(), model)
+    assert says in str(info.value)
+    assert model.requests == []
+
+
+@pytest.mark.parametrize(
+    ("prompt_value", "says"),
+    [
+        pytest.param(b"hi", "not bytes b'hi'", id="bytes"),
+        pytest.param({"role": "user"}, "not dict {'role': 'user'}", id="mapping"),
+        pytest.param(42, "not int 42", id="int"),
+        pytest.param([UserMessage.text("a"), 7], "got int 7", id="list-holding-an-int"),
+    ],
+)
+async def test_agent_prompt_rejects_what_is_not_a_message(prompt_value: Any, says: str) -> None:
+    model = ScriptedModel([reply("never")])
+    async with open_agent(model) as agent:
+        with pytest.raises(TypeError) as info:
+            await agent.prompt(prompt_value)
+        assert says in str(info.value)
+        assert model.requests == []
+        assert agent.state.messages == ()
+        # The agent is still usable.
+        model.add(reply("fine"))
+        del model._responses[0]
+        result = await agent.prompt("hi")
+    assert result.reason == "stop"
+
+
+async def test_agent_prompt_takes_a_str_a_message_or_several() -> None:
+    model = ScriptedModel([reply("1"), reply("2"), reply("3")])
+    async with open_agent(model) as agent:
+        await agent.prompt("one")
+        await agent.prompt(UserMessage.text("two"))
+        await agent.prompt(["three", UserMessage.text("four")])
+    users = [m for m in agent.state.messages if isinstance(m, UserMessage)]
+    assert [m.content[0] for m in users] == [Text(text=t) for t in ("one", "two", "three", "four")]
+
+
+# --- tools at the door -----------------------------------------------------------------
+
+
+def test_context_tools_must_be_tools() -> None:
+    with pytest.raises(TypeError, match=r"Context.tools\[0\] is 'len', not a Tool") as info:
+        Context(tools=(len,))
+    assert "@trio_agent.tool" in str(info.value)
+
+    async def search(query: str) -> str:
+        await trio.lowlevel.checkpoint()
+        return query
+
+    with pytest.raises(TypeError, match=r"Context.tools\[1\] is '.*search', not a Tool"):
+        Context(tools=[make_tool(), search])
+    with pytest.raises(TypeError, match="not one Tool"):
+        Context(tools=make_tool())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not str"):
+        Context(tools="read")  # type: ignore[arg-type]
+    # A decorated function is a Tool; lists are taken as tuples.
+    assert Context(tools=[tool(search)]).tools[0].name == "search"
+
+
+def test_agent_tools_must_be_tools() -> None:
+    with pytest.raises(TypeError, match=r"Agent.tools\[0\] is 'len', not a Tool"):
+        Agent(model=ScriptedModel(), tools=(len,))  # type: ignore[arg-type]
+
+
+# --- tool result content ---------------------------------------------------------------
+
+
+def _returning(output: Any) -> Any:
+    async def execute(c: ToolCall, args: Mapping[str, Any], _ctx: ToolContext) -> Any:
+        await trio.lowlevel.checkpoint()
+        return output
+
+    return execute
+
+
+BAD_CONTENT = [
+    pytest.param(ToolOutput(content=b"raw bytes"), "not bytes", id="bytes"),
+    pytest.param(ToolOutput(content={"a": 1}), "not dict", id="dict"),
+    pytest.param(ToolOutput(content=["a", "b"]), "content[0] is a str", id="list-of-str"),
+    pytest.param(
+        ToolOutput(content=[Text(text="ok"), 3]), "content[1] is a int", id="list-holding-int"
+    ),
+    pytest.param(
+        ToolOutput(content=[Text(text=b"x")]),  # type: ignore[arg-type]
+        "content[0]: a Text whose fields are not all str",
+        id="text-of-bytes",
+    ),
+    pytest.param(
+        ToolOutput(content=[Image(data=b"\x89PNG", mime_type="image/png")]),  # type: ignore[arg-type]
+        "content[0]: a Image whose fields are not all str",
+        id="image-of-bytes",
+    ),
+]
+
+
+@pytest.mark.parametrize(("output", "says"), BAD_CONTENT)
+async def test_bad_result_content_is_that_calls_error(
+    output: Any, says: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "run.jsonl"
+    bad = make_tool("bad", _returning(output))
+    good = make_tool("good")
+    model = ScriptedModel([tool_use(call("c1", "bad"), call("c2", "good")), reply("noted")])
+    rec = Recorder()
+    async with JsonlTranscript(path) as sink:
+
+        async def both(event: Any) -> None:
+            rec(event)
+            await sink(event)
+
+        result = await run_agent_loop(prompt(), ctx(bad, good), model, on_event=both)
+    assert result.reason == "stop"
+    ends = {e.call_id: e for e in rec.of(ToolExecutionEnd)}
+    assert ends["c1"].outcome == "error"
+    assert ends["c1"].is_error
+    text = ends["c1"].result.text
+    assert text.startswith("tool result content")
+    assert says in text
+    assert ends["c2"].outcome == "ok"  # the sibling is untouched
+    assert_consistent(result, rec.events)
+    loaded = load_transcript(path)
+    assert loaded.torn_line is None
+    assert list(loaded.messages) == list(result.messages)
+    check_transcript(loaded.messages)
+    assert main(["check", str(path)]) == 0
+
+
+async def test_good_result_content_of_every_shape_is_kept() -> None:
+    blocks = [Text(text="a"), Image(data="aGk=", mime_type="image/png")]
+    outputs = [
+        "plain",
+        ToolOutput(content="text"),
+        ToolOutput(content=blocks),
+        ToolOutput(content=tuple(blocks)),
+        ToolOutput(content=[]),
+    ]
+    tools = [make_tool(f"t{i}", _returning(o)) for i, o in enumerate(outputs)]
+    model = ScriptedModel(
+        [tool_use(*(call(f"c{i}", f"t{i}") for i in range(len(outputs)))), reply("ok")]
+    )
+    result = await run_agent_loop(prompt(), ctx(*tools), model)
+    results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert [r.is_error for r in results] == [False] * len(outputs)
+    assert [r.content for r in results] == [
+        (Text(text="plain"),),
+        (Text(text="text"),),
+        tuple(blocks),
+        tuple(blocks),
+        (),
+    ]
+
+
+async def test_bad_content_from_after_tool_call_is_that_calls_error() -> None:
+    from trio_agent import AfterToolCallResult, LoopConfig
+
+    async def after(_ctx: Any) -> AfterToolCallResult:
+        await trio.lowlevel.checkpoint()
+        return AfterToolCallResult(content=b"oops")  # type: ignore[arg-type]
+
+    model = ScriptedModel([tool_use(call("c1")), reply("ok")])
+    rec = Recorder()
+    result = await run_agent_loop(
+        prompt(), ctx(make_tool()), model, LoopConfig(after_tool_call=after), on_event=rec
+    )
+    (end,) = rec.of(ToolExecutionEnd)
+    assert end.outcome == "error"
+    assert end.result.text.startswith("after_tool_call failed: tool result content must be")
+    assert result.reason == "stop"
+    check_transcript(result.transcript)
+
+
+# --- what the model sends ----------------------------------------------------------------
+
+
+async def test_an_unknown_stop_reason_is_an_error_reply(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    filtered = AssistantMessage(
+        content=(Text(text="partial answ"), ToolCall(id="c1", name="probe", arguments={})),
+        stop_reason="content_filter",  # type: ignore[arg-type]
+    )
+    model = ScriptedModel([[Start(), Done(message=filtered)]])
+    rec = Recorder()
+    async with JsonlTranscript(path) as sink:
+
+        async def both(event: Any) -> None:
+            rec(event)
+            await sink(event)
+
+        result = await run_agent_loop(prompt(), ctx(make_tool()), model, on_event=both)
+    assert result.reason == "error"
+    last = result.messages[1]
+    assert isinstance(last, AssistantMessage)
+    assert last.stop_reason == "error"
+    assert last.error_message == "the model stopped with an unknown stop reason 'content_filter'"
+    assert last.content == filtered.content  # partial content kept
+    # Its call got a skipped result; nothing ran.
+    assert [type(m) for m in result.messages] == [UserMessage, AssistantMessage, ToolResultMessage]
+    assert_consistent(result, rec.events)
+    loaded = load_transcript(path)
+    assert list(loaded.messages) == list(result.messages)
+    check_transcript(loaded.messages)
+    assert main(["check", str(path)]) == 0
+
+
+async def test_an_unknown_stop_reason_in_an_error_event_keeps_its_message() -> None:
+    odd = AssistantMessage(
+        content=(),
+        stop_reason="refusal",
+        error_message="declined",  # type: ignore[arg-type]
+    )
+    result = await run_agent_loop(prompt(), ctx(), ScriptedModel([[Error(message=odd)]]))
+    last = result.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.stop_reason == "error"
+    assert last.error_message == (
+        "the model stopped with an unknown stop reason 'refusal': declined"
+    )
+
+
+@pytest.mark.parametrize("terminal", [Done, Error])
+@pytest.mark.parametrize(
+    "carried",
+    [
+        pytest.param("a string", id="str"),
+        pytest.param({"role": "assistant"}, id="dict"),
+        pytest.param(UserMessage.text("not a reply"), id="user-message"),
+    ],
+)
+async def test_a_terminal_event_without_an_assistant_message_is_a_malformed_stream(
+    terminal: Any, carried: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "run.jsonl"
+    events = [
+        Start(),
+        TextStart(index=0),
+        TextDelta(index=0, delta="half"),
+        terminal(message=carried),
+    ]
+    rec = Recorder()
+    with trio.fail_after(5):
+        async with JsonlTranscript(path) as sink:
+
+            async def both(event: Any) -> None:
+                rec(event)
+                await sink(event)
+
+            result = await run_agent_loop(prompt(), ctx(), ScriptedModel([events]), on_event=both)
+    assert result.reason == "error"
+    last = result.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.stop_reason == "error"
+    assert last.error_message == (
+        f"malformed model stream: the {terminal.__name__} event carried a "
+        f"{type(carried).__name__}, not an AssistantMessage"
+    )
+    assert last.content == (Text(text="half"),)  # partial content kept
+    assert isinstance(rec.events[-1], AgentEnd)
+    assert_consistent(result, rec.events)
+    loaded = load_transcript(path)
+    assert list(loaded.messages) == list(result.messages)
+    assert main(["check", str(path)]) == 0
+
+
+# --- a reply cut short names the call it dropped -----------------------------------------
+
+
+async def test_an_aborted_reply_names_its_unfinished_call() -> None:
+    # One call finished, a second still streaming its arguments when the run is aborted.
+    events = [
+        Start(),
+        ToolCallStart(index=0, id="c1", name="probe"),
+        ToolCallDelta(index=0, delta="{}"),
+        ToolCallEnd(index=0, tool_call=call("c1")),
+        ToolCallStart(index=1, id="c2", name="probe"),
+        ToolCallDelta(index=1, delta='{"path": "RE'),
+        Done(message=tool_use(call("c1"), call("c2"))),
+    ]
+    model = ScriptedModel([events])
+    pause = model.pause_at(0, 6)  # before Done
+    rec = Recorder()
+    with trio.fail_after(5):
+        async with open_agent_loop(prompt(), ctx(make_tool()), model) as run:
+            async with trio.open_nursery() as nursery:
+
+                async def drain() -> None:
+                    async for event in run.events:
+                        rec(event)
+
+                nursery.start_soon(drain)
+                await pause.reached.wait()
+                run.abort("user stop")
+    result = run.result
+    assert result is not None
+    assert result.reason == "aborted"
+    reply_message = result.messages[1]
+    assert isinstance(reply_message, AssistantMessage)
+    assert reply_message.stop_reason == "aborted"
+    assert reply_message.error_message == ("user stop; unfinished tool call(s) dropped: probe (c2)")
+    assert [c.id for c in reply_message.tool_calls] == ["c1"]  # only the finished call
+    skipped = result.messages[2]
+    assert isinstance(skipped, ToolResultMessage)
+    assert skipped.tool_call_id == "c1"
+    assert skipped.is_error
+    assert len(result.messages) == 3
+    assert_consistent(result, rec.events)
