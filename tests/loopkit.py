@@ -120,3 +120,19 @@ def assert_consistent(result: Any, events: Sequence[AgentEvent]) -> None:
     starts = sum(e.type == "turn_start" for e in events)
     assert starts == sum(e.type == "turn_end" for e in events)
     check_transcript(result.transcript)
+
+
+async def abort_when_reached(
+    run: Any, pause: Any, reason: str, recorder: Recorder | None = None
+) -> None:
+    """Drain ``run.events`` (into ``recorder``) and abort the run once ``pause`` is reached."""
+
+    async def drain() -> None:
+        async for event in run.events:
+            if recorder is not None:
+                recorder(event)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drain)
+        await pause.reached.wait()
+        run.abort(reason)

@@ -14,7 +14,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from loopkit import Recorder, assert_consistent, call, ctx, make_tool, prompt, reply, tool_use
+from loopkit import (
+    Recorder,
+    abort_when_reached,
+    assert_consistent,
+    call,
+    ctx,
+    make_tool,
+    prompt,
+    reply,
+    tool_use,
+)
 from trio_agent import (
     Agent,
     AgentEnd,
@@ -390,15 +400,7 @@ async def test_an_aborted_reply_names_its_unfinished_call() -> None:
     rec = Recorder()
     with trio.fail_after(5):
         async with open_agent_loop(prompt(), ctx(make_tool()), model) as run:
-            async with trio.open_nursery() as nursery:
-
-                async def drain() -> None:
-                    async for event in run.events:
-                        rec(event)
-
-                nursery.start_soon(drain)
-                await pause.reached.wait()
-                run.abort("user stop")
+            await abort_when_reached(run, pause, "user stop", rec)
     result = run.result
     assert result is not None
     assert result.reason == "aborted"

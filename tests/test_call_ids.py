@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from loopkit import Recorder, assert_consistent, call, ctx, make_tool, prompt, reply, tool_use
+from loopkit import (
+    Recorder,
+    abort_when_reached,
+    assert_consistent,
+    call,
+    ctx,
+    make_tool,
+    prompt,
+    reply,
+    tool_use,
+)
 from trio_agent import (
     AssistantMessage,
     Context,
@@ -146,15 +156,7 @@ async def test_a_reused_id_in_a_reply_cut_short_by_an_abort() -> None:
     pause = model.pause_at(1, 4)  # before Done: Start, ToolCallStart, Delta, End sent
     with trio.fail_after(5):
         async with open_agent_loop(prompt(), ctx(make_tool()), model) as run:
-            async with trio.open_nursery() as nursery:
-
-                async def drain() -> None:
-                    async for _ in run.events:
-                        pass
-
-                nursery.start_soon(drain)
-                await pause.reached.wait()
-                run.abort("stop")
+            await abort_when_reached(run, pause, "stop")
     result = run.result
     assert result is not None
     assert result.reason == "aborted"
