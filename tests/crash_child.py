@@ -6,6 +6,8 @@ prints, on stdout, ``END <message JSON>`` once the sink has returned for each
 
 - ``mid_stream``: the second reply stops half-way through its stream, forever;
 - ``mid_batch``: the first batch has one fast call and two that never finish;
+- ``mid_sequential_batch``: the same batch run sequentially: ``c1`` finishes, ``c2``
+  never does, ``c3`` never starts;
 - ``between_turns``: ``prepare_next_turn`` blocks forever before the third request;
 - ``free``: nothing blocks (tools sleep a little); the parent kills at some ``END`` line.
 
@@ -32,6 +34,7 @@ from trio_agent import (
     ToolCall,
     ToolContext,
     ToolExecutionEnd,
+    ToolExecutionStart,
     TurnContext,
     UserMessage,
     run_agent_loop,
@@ -98,8 +101,10 @@ def ready() -> None:
 
 async def main(path: str, scenario: str) -> None:
     model = ScriptedModel(script(), chunk_size=5)
-    forever = frozenset({"c2", "c3"}) if scenario == "mid_batch" else frozenset()
+    forever = frozenset({"c2", "c3"}) if "batch" in scenario else frozenset()
     config = LoopConfig()
+    if scenario == "mid_sequential_batch":
+        config = LoopConfig(tool_execution="sequential")
     if scenario == "mid_stream":
         pause = model.pause_at(1, 6)  # request 2, after a few text deltas
 
@@ -136,6 +141,10 @@ async def main(path: str, scenario: str) -> None:
                 scenario == "mid_batch"
                 and isinstance(event, ToolExecutionEnd)
                 and event.call_id == "c1"
+            ) or (
+                scenario == "mid_sequential_batch"
+                and isinstance(event, ToolExecutionStart)
+                and event.call_id == "c2"
             ):
                 ready()
 

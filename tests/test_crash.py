@@ -168,6 +168,22 @@ async def test_kill_mid_batch(tmp_path: Path) -> None:
     assert [m.tool_call_id for m in repaired[2:]] == ["c1", "c2", "c3"]  # type: ignore[union-attr]
 
 
+async def test_kill_mid_sequential_batch(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    reported = await run_and_kill(
+        path, "mid_sequential_batch", lambda line, _: line == "READY"
+    )
+    # Sequential: c1's result entered the transcript (and the file) before c2 started.
+    assert [m.role for m in reported] == ["user", "assistant", "tool_result"]
+    assert reported[2].tool_call_id == "c1"  # type: ignore[union-attr]
+    assert not reported[2].is_error  # type: ignore[union-attr]
+    loaded = await check_and_resume(path, reported)
+    assert loaded == tuple(reported)
+    repaired = repair(loaded)
+    assert [m.tool_call_id for m in repaired[2:]] == ["c1", "c2", "c3"]  # type: ignore[union-attr]
+    assert repaired[2] == reported[2]  # the finished result kept, only c2 and c3 added
+
+
 async def test_kill_between_turns(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     reported = await run_and_kill(path, "between_turns", lambda line, _: line == "READY")

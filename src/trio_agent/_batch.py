@@ -2,11 +2,14 @@
 nursery, finalize each, and hand back results in declaration order.
 
 Theory of operation: every call has a :class:`CallState` that records how far it got
-(Start emitted, result known). The run keeps the batch while it runs, so that whatever
-stops it — an abort, an outer cancel scope, an interrupt, the end of an
-``abort(grace=...)`` — the states say exactly which calls still need a result. Results
-are appended to the transcript only once the whole batch is over, in declaration order;
-``ToolExecutionEnd`` events go out in completion order as calls finish.
+(Start emitted, result known, result appended). The run keeps the batch while it runs, so
+that whatever stops it — an abort, an outer cancel scope, an interrupt, the end of an
+``abort(grace=...)`` — the states say exactly which calls still need a result. In a
+parallel batch, results are appended to the transcript only once the whole batch is
+over, in declaration order; ``ToolExecutionEnd`` events go out in completion order as
+calls finish. In a sequential batch each call is finalized before the next starts:
+its result is appended as it settles, its ``MessageStart``/``MessageEnd`` right after its
+``ToolExecutionEnd`` (pi's order), so a crash mid-batch loses no finished result.
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ class CallState:
     """How far one call of the batch got."""
 
     __slots__ = (
+        "appended",
         "args",
         "batch",
         "call",
@@ -122,6 +126,7 @@ class CallState:
         self.args: Mapping[str, Any] = call.arguments
         self.start_emitted = False
         self.result: ToolResultMessage | None = None
+        self.appended = False  # the result is in the transcript already (sequential mode)
         self.outcome: ev.ToolOutcome = "ok"
         self.terminate = False
         self.start = math.nan
@@ -157,6 +162,8 @@ class CallState:
 
 
 Emit = Callable[..., Awaitable[None]]
+Append = Callable[[ToolResultMessage], list[ev.AgentEvent]]
+"""Appends a result to the transcript at once; returns its MessageStart/MessageEnd."""
 
 # Shared by every call without a timeout: no CancelScope object per call.
 _NO_TIMER: Any = contextlib.nullcontext()
@@ -174,6 +181,7 @@ class Batch:
         config: LoopConfig,
         emit: Emit,
         has_sink: bool,
+        append: Append,
     ) -> None:
         self.message = message
         self.states = [CallState(c, self) for c in calls]
@@ -181,6 +189,8 @@ class Batch:
         self.config = config
         self._emit = emit
         self._has_sink = has_sink
+        self._append = append
+        self._interleave = False  # sequential: each result appended as its call settles
         self._tools = {t.name: t for t in context.tools}
         self.scope = trio.CancelScope()
         self.stop_outcome: ev.ToolOutcome = "aborted"
@@ -207,6 +217,7 @@ class Batch:
         try:
             with self.scope:
                 if self.sequential():
+                    self._interleave = True
                     for st in self.states:
                         if await self._prepare(st):
                             await self._execute_now(st)
@@ -245,6 +256,20 @@ class Batch:
     def results(self) -> list[ToolResultMessage]:
         return [st.result for st in self.states if st.result is not None]
 
+    def take_unappended(self) -> list[ToolResultMessage]:
+        """The results not in the transcript yet, in declaration order; marks them in.
+
+        In sequential mode each finished call's result is already there (appended as
+        the call settled); the rest — all of them in parallel mode — are the caller's
+        to append now.
+        """
+        out = []
+        for st in self.states:
+            if st.result is not None and not st.appended:
+                st.appended = True
+                out.append(st.result)
+        return out
+
     def all_terminate(self) -> bool:
         return bool(self.states) and all(st.terminate for st in self.states)
 
@@ -278,7 +303,15 @@ class Batch:
     ) -> None:
         st.result = result
         st.outcome = outcome
-        if self._has_sink:
+        if self._interleave:
+            # Sequential: the result enters the transcript now, its MessageStart and
+            # MessageEnd right after the call's ToolExecutionEnd (as in pi), so a crash
+            # later in the batch loses no finished result.
+            st.appended = True
+            events = self._append(result)
+            if self._has_sink:
+                await self._emit(st.end_event(), *events)
+        elif self._has_sink:
             await self._emit(st.end_event())
 
     async def _fail(

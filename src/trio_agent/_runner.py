@@ -299,11 +299,13 @@ class Runner:
             self.turn_message = message
             self.acc = None
         new_results: list[ToolResultMessage] = []
+        to_append: list[ToolResultMessage] = []
         answered = {r.tool_call_id for r in self.turn_results}
         batch = self.batch
         if batch is not None:
             events.extend(batch.finish_unfinished())
             new_results.extend(batch.results())
+            to_append.extend(batch.take_unappended())
             self.turn_stats = batch.stats()
             self.batch = None
         answered.update(r.tool_call_id for r in new_results)
@@ -318,8 +320,10 @@ class Runner:
                 if call.id in answered:
                     continue
                 answered.add(call.id)
-                new_results.append(self._skipped(call, why, events))
-        for result in new_results:
+                skipped = self._skipped(call, why, events)
+                new_results.append(skipped)
+                to_append.append(skipped)
+        for result in to_append:
             events.extend(self._append(result))
         self.turn_results.extend(new_results)
         if self.turn_open:
@@ -694,6 +698,7 @@ class Runner:
             config=self.config,
             emit=self.emit,
             has_sink=self.has_sink,
+            append=self._append,
         )
         self.batch = batch
         if self.interrupt_pending:
@@ -705,7 +710,7 @@ class Runner:
         self.turn_stats = batch.stats()
         self.last_all_terminate = batch.all_terminate()
         self.batch = None
-        for result in results:
+        for result in batch.take_unappended():
             events.extend(self._append(result))
         self.turn_results.extend(results)
         await self.emit(*events)

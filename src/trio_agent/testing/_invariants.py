@@ -335,9 +335,13 @@ def _call_events(out: list[str], events: Sequence[ev.AgentEvent]) -> None:
     state: dict[str, str] = {}  # call id -> "started" / "ended", for the current turn
     ends: dict[str, ev.ToolExecutionEnd] = {}
     result_started = False
+    # Calls started after a result message of their batch: a sequential batch finalizes
+    # each call (result message included) before the next one starts.
+    started_late: set[str] = set()
     for i, e in enumerate(events):
         if isinstance(e, ev.TurnStart):
             reply, state, ends, result_started = None, {}, {}, False
+            started_late = set()
         elif isinstance(e, ev.MessageEnd) and type(e.message) is AssistantMessage:
             reply = e.message
         elif isinstance(e, ev.MessageStart) and type(e.message) is ToolResultMessage:
@@ -365,6 +369,8 @@ def _call_events(out: list[str], events: Sequence[ev.AgentEvent]) -> None:
                 if now is not None:
                     out.append(f"{tag} event {i}: call {cid!r}: a second ToolExecutionStart")
                 state[cid] = "started"
+                if result_started:
+                    started_late.add(cid)
             elif isinstance(e, ev.ToolExecutionUpdate):
                 if now != "started":
                     where = "before its start" if now is None else "after its ToolExecutionEnd"
@@ -373,7 +379,7 @@ def _call_events(out: list[str], events: Sequence[ev.AgentEvent]) -> None:
                 if now != "started":
                     what = "without a start" if now is None else "a second time"
                     out.append(f"{tag} event {i}: call {cid!r}: ToolExecutionEnd {what}")
-                if result_started:
+                if result_started and cid not in started_late:
                     out.append(
                         f"{tag} event {i}: call {cid!r}: ToolExecutionEnd after the batch's "
                         "result messages began"
