@@ -9,6 +9,7 @@ import pytest
 import trio
 
 from loopkit import (
+    ANY_OBJECT,
     Recorder,
     assert_consistent,
     call,
@@ -354,6 +355,127 @@ async def test_sequential_config_runs_one_call_at_a_time(autojump_clock: Any) ->
         ("tool_execution_end", "b"),
     ]
     assert result.turns[0].peak_concurrency == 1
+
+
+def _batch_order(events: Sequence[Any]) -> list[str]:
+    """The batch's tool and result-message events, as ``start a``, ``end a``, ``msg a``..."""
+    out = []
+    for e in events:
+        if isinstance(e, ToolExecutionStart):
+            out.append(f"start {e.call_id}")
+        elif isinstance(e, ToolExecutionEnd):
+            out.append(f"end {e.call_id}")
+        elif isinstance(e, MessageStart) and isinstance(e.message, ToolResultMessage):
+            out.append(f"msg {e.message.tool_call_id}")
+        elif isinstance(e, MessageEnd) and isinstance(e.message, ToolResultMessage):
+            out[-1] += " done"  # the MessageEnd follows its MessageStart at once
+    return out
+
+
+async def test_sequential_results_are_appended_as_each_call_settles(
+    autojump_clock: Any,
+) -> None:
+    # pi's order: each call is finalized — its result message included — before the
+    # next starts. A call stopped in preparation (unknown tool, invalid arguments) too.
+    seen_by_b: list[list[str]] = []
+    run_ref: list[Any] = []
+
+    async def peek(c: ToolCall, args: Mapping[str, Any], tc: ToolContext) -> str:
+        # What the transcript holds while this call runs.
+        seen_by_b.append(
+            [m.tool_call_id for m in run_ref[0].messages if isinstance(m, ToolResultMessage)]
+        )
+        await trio.sleep(1)
+        return "peeked"
+
+    model = ScriptedModel(
+        [
+            tool_use(
+                call("a", "sleep", s=1),
+                call("x", "missing"),
+                call("b", "peek"),
+                call("c", "sleep", s="not a number"),
+            ),
+            reply(),
+        ]
+    )
+    rec = Recorder()
+    tools = ctx(sleeper("sleep", 0), make_tool("peek", peek, parameters=ANY_OBJECT))
+    async with open_agent_loop(
+        prompt(), tools, model, LoopConfig(tool_execution="sequential")
+    ) as run:
+        run_ref.append(run)
+        async for event in run.events:
+            rec(event)
+    assert _batch_order(rec.events) == [
+        "start a",
+        "end a",
+        "msg a done",
+        "start x",
+        "end x",
+        "msg x done",
+        "start b",
+        "end b",
+        "msg b done",
+        "start c",
+        "end c",
+        "msg c done",
+    ]
+    assert seen_by_b == [["a", "x"]]
+    result = run.result
+    assert result is not None
+    results = [m.tool_call_id for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert results == ["a", "x", "b", "c"]
+    (turn_end,) = [e for e in rec.events if e.type == "turn_end"][:1]
+    assert [r.tool_call_id for r in turn_end.tool_results] == ["a", "x", "b", "c"]
+    assert_consistent(result, rec.events)
+
+
+async def test_parallel_results_still_wait_for_the_whole_batch(autojump_clock: Any) -> None:
+    model = ScriptedModel([tool_use(call("a", "sleep", s=2), call("b", "sleep", s=1)), reply()])
+    rec = Recorder()
+    await run_agent_loop(prompt(), ctx(sleeper("sleep", 0)), model, on_event=rec)
+    assert _batch_order(rec.events) == [
+        "start a",
+        "start b",
+        "end b",
+        "end a",
+        "msg a done",
+        "msg b done",
+    ]
+
+
+async def test_an_abort_mid_sequential_batch_keeps_the_appended_results(
+    autojump_clock: Any,
+) -> None:
+    model = ScriptedModel(
+        [tool_use(call("a", "sleep", s=1), call("b", "sleep", s=10), call("c", "sleep", s=1))]
+    )
+    rec = Recorder()
+    async with open_agent_loop(
+        prompt(), ctx(sleeper("sleep", 0)), model, LoopConfig(tool_execution="sequential")
+    ) as run:
+        async for event in run.events:
+            rec(event)
+            if isinstance(event, ToolExecutionStart) and event.call_id == "b":
+                run.abort("enough")
+    result = run.result
+    assert result is not None
+    assert result.reason == "aborted"
+    assert _batch_order(rec.events) == [
+        "start a",
+        "end a",
+        "msg a done",
+        "start b",
+        "end b",
+        "start c",
+        "end c",
+        "msg b done",
+        "msg c done",
+    ]
+    texts = [m.text for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert texts == ["a slept", "Tool call aborted: enough.", "Tool call aborted: enough."]
+    assert_consistent(result, rec.events)
 
 
 async def test_one_sequential_tool_makes_a_mixed_batch_serial(autojump_clock: Any) -> None:
