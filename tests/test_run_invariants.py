@@ -17,6 +17,7 @@ from trio_agent import (
     AgentEnd,
     AssistantMessage,
     MessageEnd,
+    MessageStart,
     ModelRequest,
     Text,
     ToolCall,
@@ -345,6 +346,42 @@ def test_per_call_event_order_is_checked(good: ScriptRun) -> None:
     assert "[5 call events]" in tags(good, events=events[:end] + events[end + 1 :])
     stray = ToolExecutionUpdate(call_id="nobody", tool_name="work", partial=None)
     assert "[5 call events]" in tags(good, events=[*events[: end + 1], stray, *events[end + 1 :]])
+
+
+def test_an_end_after_a_parallel_batchs_result_messages_is_caught(good: ScriptRun) -> None:
+    # In a parallel batch every call started before the result messages: an end that
+    # comes after them is out of place. (A sequential batch starts its next call after
+    # the previous result message; its ends may follow result messages.)
+    events = list(good.events)
+    first_result = next(
+        i
+        for i, e in enumerate(events)
+        if isinstance(e, MessageStart) and isinstance(e.message, ToolResultMessage)
+    )
+    end = max(i for i, e in enumerate(events[:first_result]) if isinstance(e, ToolExecutionEnd))
+    moved = events[:end] + events[end + 1 : first_result + 1] + [events[end]]
+    moved += events[first_result + 1 :]
+    assert any(
+        "ToolExecutionEnd after the batch's result messages began" in v
+        for v in run_invariant_violations(
+            good.result, moved, good.requests, good.context_before
+        )
+    )
+
+
+async def test_a_sequential_batch_keeps_the_call_event_invariants(
+    autojump_clock: MockClock,
+) -> None:
+    script = attrs.evolve(BATCH, tool_execution="sequential")
+    run = await run_of(script)
+    assert run.violations() == []
+    kinds = [
+        type(e).__name__
+        for e in run.events
+        if isinstance(e, ToolExecutionEnd)
+        or (isinstance(e, MessageStart) and isinstance(e.message, ToolResultMessage))
+    ]
+    assert kinds[:4] == ["ToolExecutionEnd", "MessageStart"] * 2  # interleaved
 
 
 def test_lost_or_reordered_queued_messages_are_caught(good: ScriptRun) -> None:
