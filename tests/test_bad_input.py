@@ -177,6 +177,13 @@ def test_context_tools_must_be_tools() -> None:
     assert Context(tools=[tool(search)]).tools[0].name == "search"
 
 
+async def test_a_context_that_is_not_a_context_is_a_type_error() -> None:
+    model = ScriptedModel([reply("never")])
+    with pytest.raises(TypeError, match=r"context must be a trio_agent\.Context, not dict"):
+        await run_agent_loop("hi", {"messages": []}, model)  # type: ignore[arg-type]
+    assert model.requests == []
+
+
 def test_agent_tools_must_be_tools() -> None:
     with pytest.raises(TypeError, match=r"Agent.tools\[0\] is 'len', not a Tool"):
         Agent(model=ScriptedModel(), tools=(len,))  # type: ignore[arg-type]
