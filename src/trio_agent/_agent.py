@@ -67,6 +67,7 @@ from ._messages import (
     AssistantMessage,
     Message,
     UserMessage,
+    describe_value,
 )
 from ._model import Model
 from ._tools import Tool, as_tools
@@ -128,7 +129,7 @@ def _as_message(message: object) -> Message:
         return UserMessage.text(message)
     if isinstance(message, MESSAGE_TYPES):
         return message
-    raise TypeError(f"expected a message or a str, got {type(message).__name__} {message!r:.60}")
+    raise TypeError(f"expected a message or a str, got {describe_value(message)}")
 
 
 @attrs.define(eq=False)
@@ -549,7 +550,7 @@ class Agent:
         else:
             raise TypeError(
                 "prompt() takes a str, a message or a sequence of them, not "
-                f"{type(message).__name__} {message!r:.60}"
+                f"{describe_value(given)}"
             )
         if not prompts:
             raise AgentUsageError("prompt() needs a message; to resume, call continue_()")

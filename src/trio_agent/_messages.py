@@ -203,20 +203,21 @@ def as_prompts(prompts: object) -> list[Message]:
         )
     if not isinstance(prompts, Sequence) or isinstance(prompts, _NOT_A_SEQUENCE):
         raise TypeError(
-            f"prompts must be a sequence of messages or a str, not {_describe(prompts)}"
+            f"prompts must be a sequence of messages or a str, not {describe_value(prompts)}"
         )
     out = list(prompts)
     for i, message in enumerate(out):
         if not isinstance(message, MESSAGE_TYPES):
             raise TypeError(
-                f"prompts[{i}] is {_describe(message)}, not a message (UserMessage, "
+                f"prompts[{i}] is {describe_value(message)}, not a message (UserMessage, "
                 "AssistantMessage, ToolResultMessage or CustomMessage; for text, "
                 "UserMessage.text(...))"
             )
     return out
 
 
-def _describe(value: object) -> str:
+def describe_value(value: object) -> str:
+    """``value``'s type and a short repr, for error messages (``bytes b'hi'``)."""
     text = repr(value)
     if len(text) > 60:
         text = f"{text[:60]}…"
