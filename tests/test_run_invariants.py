@@ -382,6 +382,22 @@ async def test_a_sequential_batch_keeps_the_call_event_invariants(
         or (isinstance(e, MessageStart) and isinstance(e.message, ToolResultMessage))
     ]
     assert kinds[:4] == ["ToolExecutionEnd", "MessageStart"] * 2  # interleaved
+    # The parallel order (every result message after the batch) is caught here.
+    events = list(run.events)
+    first_end = next(i for i, e in enumerate(events) if isinstance(e, ToolExecutionEnd))
+    message_start, message_end = events[first_end + 1 : first_end + 3]
+    turn_end = next(i for i, e in enumerate(events) if e.type == "turn_end")
+    late = [
+        *events[: first_end + 1],
+        *events[first_end + 3 : turn_end],
+        message_start,
+        message_end,
+        *events[turn_end:],
+    ]
+    assert any(
+        "its result message does not follow its ToolExecutionEnd" in v
+        for v in attrs.evolve(run, events=tuple(late)).violations()
+    )
 
 
 def test_lost_or_reordered_queued_messages_are_caught(good: ScriptRun) -> None:

@@ -901,6 +901,9 @@ class ScriptRun:
                     f"[4 steps] {len(late)} request(s) at or after the deadline "
                     f"t={_seconds(self.script.deadline)}"
                 )
+        # 5: a sequential batch finalizes each call before the next: a call that settled
+        # (not stopped by an abort or interrupt) has its result message right after.
+        out.extend(self._sequential_order())
         # 6: each queue is FIFO: taken, then still queued, is what arrived.
         for q in ("steer", "follow_up"):
             if (*self.taken[q], *self.still_queued[q]) != self.arrived[q]:
@@ -914,6 +917,32 @@ class ScriptRun:
             )
         if self.open_streams:
             out.append(f"[7 tasks] {self.open_streams} model stream(s) still open")
+        return out
+
+    def _sequential_order(self) -> list[str]:
+        out: list[str] = []
+        events = self.events
+        sequential = self.script.tool_execution == "sequential"
+        for i, e in enumerate(events):
+            if isinstance(e, ev.MessageEnd) and type(e.message) is AssistantMessage:
+                calls = e.message.tool_calls
+                sequential = self.script.tool_execution == "sequential" or any(
+                    c.name == SERIAL_TOOL for c in calls
+                )
+            elif (
+                sequential
+                and isinstance(e, ev.ToolExecutionEnd)
+                and e.outcome not in ("aborted", "skipped")
+            ):
+                after = events[i + 1 : i + 3]
+                if [type(x) for x in after] != [ev.MessageStart, ev.MessageEnd] or any(
+                    x.message is not e.result  # type: ignore[union-attr]
+                    for x in after
+                ):
+                    out.append(
+                        f"[5 call events] event {i}: call {e.call_id!r} of a sequential "
+                        "batch: its result message does not follow its ToolExecutionEnd"
+                    )
         return out
 
     def check(self) -> None:
