@@ -129,7 +129,12 @@ class Done:
 
 @attrs.frozen(kw_only=True)
 class Error:
-    """The reply failed or was aborted; ``message`` keeps the partial content."""
+    """The reply failed or was aborted; ``message`` keeps the partial content.
+
+    Only finished blocks and text belong in it: a tool call whose arguments never
+    finished streaming is left out and named in ``error_message`` (``...; unfinished
+    tool call(s) dropped: <name> (<id>)``), as the loop does for a reply it cuts short.
+    """
 
     type: ClassVar[Literal["error"]] = "error"
     message: AssistantMessage
