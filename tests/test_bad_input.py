@@ -422,3 +422,24 @@ async def test_an_aborted_reply_names_its_unfinished_call() -> None:
     assert skipped.is_error
     assert len(result.messages) == 3
     assert_consistent(result, rec.events)
+
+
+async def test_a_stream_that_ends_early_names_its_unfinished_call() -> None:
+    events = [
+        Start(),
+        TextStart(index=0),
+        TextDelta(index=0, delta="Reading"),
+        ToolCallStart(index=1, id="c9", name="read"),
+        ToolCallDelta(index=1, delta='{"pa'),
+    ]
+    result = await run_agent_loop(prompt(), ctx(make_tool("read")), ScriptedModel([events]))
+    assert result.reason == "error"
+    last = result.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.content == (Text(text="Reading"),)
+    assert last.error_message == (
+        "the model stream ended without a Done or Error event; "
+        "unfinished tool call(s) dropped: read (c9)"
+    )
+    assert result.error_message == last.error_message
+    check_transcript(result.transcript)
