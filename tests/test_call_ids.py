@@ -6,9 +6,8 @@ before the reply enters the transcript, so each call runs once, its result carri
 same fresh id, and ``check_transcript`` accepts the transcript.
 
 The size tests are not timed: they use sizes where the former quadratic checks (16,000
-calls: ~12 s; 8,000 calls: ~2-3 s) would take many minutes and hit pytest-timeout,
-while the linear ones take well under a second. The figures are in the report and in
-``/tmp`` measurements, never asserted.
+calls: ~12 s; 8,000 calls: ~2-3 s) would take many minutes and hit their timeout, while
+the linear ones take well under a second. No duration is asserted.
 """
 
 from __future__ import annotations
