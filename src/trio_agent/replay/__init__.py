@@ -19,6 +19,7 @@ from ._cassette import EndKind as EndKind
 from ._cassette import RecordedEvent as RecordedEvent
 from ._cassette import StreamEnd as StreamEnd
 from ._cassette import load_cassette as load_cassette
+from ._cassette import message_differences as message_differences
 from ._cassette import request_differences as request_differences
 from ._cassette import request_digest as request_digest
 from ._record import RecordingModel as RecordingModel
@@ -62,6 +63,7 @@ __all__ = [
     "StreamEnd",
     "faults",
     "load_cassette",
+    "message_differences",
     "request_differences",
     "request_digest",
 ]

@@ -37,6 +37,7 @@ import attrs
 
 from .. import _events as ev
 from .._errors import TranscriptFormatError, TrioAgentError
+from .._messages import Message
 from .._model import ModelRequest
 from .._serde import from_jsonable, to_jsonable
 
@@ -54,6 +55,7 @@ __all__ = [
     "StreamEnd",
     "canonical_request",
     "load_cassette",
+    "message_differences",
     "record_line",
     "request_differences",
     "request_digest",
@@ -175,14 +177,17 @@ def canonical_request(request: ModelRequest | Mapping[str, Any]) -> dict[str, An
     send them); ``options.extra`` is redacted.
     """
     data = request_to_json(request) if isinstance(request, ModelRequest) else dict(request)
-    messages = []
-    for m in data.get("messages", ()):
-        m = {k: v for k, v in m.items() if k != "timestamp"}
-        if m.get("role") == "tool_result":
-            m.pop("details", None)
-        messages.append(m)
-    data["messages"] = messages
+    data["messages"] = [_canonical_message(m) for m in data.get("messages", ())]
     return data
+
+
+def _canonical_message(data: Any) -> Any:
+    if not isinstance(data, dict):
+        return data
+    m = {k: v for k, v in data.items() if k != "timestamp"}
+    if m.get("role") == "tool_result":
+        m.pop("details", None)
+    return m
 
 
 def _canonical_text(data: Any) -> str:
@@ -249,6 +254,18 @@ def request_differences(
     """
     out: list[str] = []
     _diff("", canonical_request(recorded), canonical_request(got), out, limit)
+    return out
+
+
+def message_differences(
+    recorded: Sequence[Message], got: Sequence[Message], *, limit: int = 5
+) -> list[str]:
+    """Where two transcripts differ, as :func:`request_differences` reports requests:
+    paths like ``[3].content[0].text``; timestamps and tool-result ``details`` ignored."""
+    out: list[str] = []
+    a = [_canonical_message(to_jsonable(m, Message)) for m in recorded]
+    b = [_canonical_message(to_jsonable(m, Message)) for m in got]
+    _diff("", a, b, out, limit)
     return out
 
 

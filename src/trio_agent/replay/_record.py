@@ -133,7 +133,9 @@ class _RecordingStream:
             self._note(exc)
         try:
             assert self._cm is not None
-            return await self._cm.__aexit__(exc_type, exc, tb)
+            # Passing the exit on unchanged: the wrapped stream shields its own clean-up
+            # as it sees fit; a shield here would change what it is asked to do.
+            return await self._cm.__aexit__(exc_type, exc, tb)  # noqa: ASYNC102
         except BaseException as raised:
             self._note(raised)
             raise

@@ -1,0 +1,120 @@
+"""Record a session against each provider's local server, then replay it offline."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+from _httpserver import Stall
+from _streamkit import KEY, make_model
+from test_providers_agent import TOOLS, anthropic_reply, openai_reply, two_round_trips
+
+from trio_agent import (
+    AgentEvent,
+    Context,
+    LoopConfig,
+    MessageEnd,
+    ModelOptions,
+    UserMessage,
+    check_transcript,
+    run_agent_loop,
+)
+from trio_agent.replay import (
+    RecordingModel,
+    ReplayModel,
+    load_cassette,
+    message_differences,
+    request_digest,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from _httpserver import Server
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_recorded_session_replays_offline_with_the_same_transcript(
+    server: Server, tmp_path: Path, kind: str
+) -> None:
+    two_round_trips(server, kind)
+    cassette = tmp_path / "session.jsonl"
+    context = Context(system_prompt="You are a test agent.", tools=TOOLS)
+    prompt = [UserMessage.text("Read a.txt and b.txt")]
+    # A key-like value in the options must not reach the cassette either.
+    config = LoopConfig(model_options=ModelOptions(extra={"api_key": KEY}))
+    recorded_events: list[AgentEvent] = []
+    async with make_model(kind, server.url) as live:
+        recorder = RecordingModel(live, cassette)
+        with trio.fail_after(10):
+            recorded = await run_agent_loop(
+                prompt, context, recorder, config, on_event=recorded_events.append
+            )
+    assert recorded.reason == "stop"
+    assert recorded.steps == 3
+    served = len(server.requests)
+    text = cassette.read_text()
+    assert KEY not in text
+    assert "authorization" not in text.lower()
+
+    loaded = load_cassette(cassette)
+    assert [r.end.kind for r in loaded.records] == ["done", "done", "done"]
+    assert [r.digest for r in loaded.records] == [
+        request_digest(r.request) for r in recorder.records
+    ]
+    # The stream as received: the provider's own deltas, with growing offsets.
+    first = loaded.records[0]
+    assert first.events[0].event.type == "start"
+    offsets = [e.at for e in first.events]
+    assert offsets == sorted(offsets)
+
+    replayed_events: list[AgentEvent] = []
+    model = ReplayModel(cassette)  # strict, on the clock
+    with trio.fail_after(10):
+        replayed = await run_agent_loop(
+            prompt, context, model, config, on_event=replayed_events.append
+        )
+    assert len(server.requests) == served  # offline: nothing reached the server
+    assert model.mismatches == []
+    assert replayed.reason == recorded.reason
+    assert replayed.steps == recorded.steps
+    assert message_differences(recorded.transcript, replayed.transcript) == []
+    # The assistant messages are the recorded ones, to the timestamp.
+    assert [m for m in replayed.messages if m.role == "assistant"] == [
+        m for m in recorded.messages if m.role == "assistant"
+    ]
+    # The live display saw the same deltas in the same order.
+    assert [type(e).__name__ for e in replayed_events] == [
+        type(e).__name__ for e in recorded_events
+    ]
+    ends = [e.message for e in replayed_events if isinstance(e, MessageEnd)]
+    assert tuple(ends) == replayed.messages
+    check_transcript(replayed.transcript)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_stalled_provider_replays_as_the_same_idle_timeout(
+    server: Server, tmp_path: Path, kind: str
+) -> None:
+    reply = openai_reply if kind == "openai" else anthropic_reply
+    server.add(Stall(reply("Hello there, this reply never ends", [])))
+    cassette = tmp_path / "stall.jsonl"
+    context = Context(system_prompt="", tools=TOOLS)
+    prompt = [UserMessage.text("go")]
+    config = LoopConfig(stream_idle_timeout=0.3)
+    async with make_model(kind, server.url) as live:
+        with trio.fail_after(10):
+            recorded = await run_agent_loop(prompt, context, RecordingModel(live, cassette), config)
+    assert recorded.reason == "error"
+    (record,) = load_cassette(cassette).records
+    assert record.end.kind == "cancelled"
+    assert record.end.at >= 0.3
+
+    start = trio.current_time()
+    with trio.fail_after(10):
+        replayed = await run_agent_loop(prompt, context, ReplayModel(cassette), config)
+    # The replay stalls where the provider did, and the same idle timeout ends it.
+    assert trio.current_time() - start >= 0.3
+    assert message_differences(recorded.transcript, replayed.transcript) == []
+    assert replayed.messages[-1].error_message == recorded.messages[-1].error_message
