@@ -7,16 +7,19 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 import trio
 
 from loopkit import Recorder, assert_consistent, call, make_tool, prompt, reply, tool_use
 from trio_agent import (
+    AgentEnd,
     AssistantMessage,
     Context,
     Done,
     Error,
     LoopConfig,
+    MessageUpdate,
     ModelOptions,
     ModelRequest,
     Start,
@@ -24,6 +27,7 @@ from trio_agent import (
     TextDelta,
     TextStart,
     UserMessage,
+    open_agent_loop,
     run_agent_loop,
 )
 from trio_agent.replay import (
@@ -40,6 +44,7 @@ from trio_agent.replay import (
     StreamEnd,
     load_cassette,
     message_differences,
+    replay_session,
     request_differences,
     request_digest,
 )
@@ -404,3 +409,56 @@ async def test_a_recorded_exception_and_its_record(tmp_path: Path) -> None:
 def test_injected_fault_is_an_exception() -> None:
     assert issubclass(InjectedFault, Exception)
     assert issubclass(CassetteMismatch, Exception)
+
+
+async def test_a_session_with_an_abort_and_a_second_prompt_replays(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    path = tmp_path / "c.jsonl"
+    inner = ScriptedModel(
+        [reply("a long answer that is cut short"), tool_use(call("c1")), reply("fine")],
+        chunk_size=4,
+    )
+    recorder = RecordingModel(inner, path)
+    context = Context(system_prompt="sys", tools=(make_tool(),))
+    # Run 1: aborted on its third text delta.
+    async with open_agent_loop(prompt("first"), context, recorder) as run:
+        deltas = 0
+        async for event in run.events:
+            if isinstance(event, MessageUpdate) and isinstance(event.event, TextDelta):
+                deltas += 1
+                if deltas == 3:
+                    run.abort("stopped by the user")
+    assert run.result is not None
+    first = run.result
+    assert first.reason == "aborted"
+    # Run 2: a new prompt on the transcript, a tool round trip.
+    second = await run_agent_loop(
+        prompt("second"), attrs.evolve(context, messages=first.transcript), recorder
+    )
+    assert second.reason == "stop"
+    kinds = [r.end.kind for r in load_cassette(path).records]
+    assert kinds == ["cancelled", "done", "done"]
+
+    events = Recorder()
+    report = await replay_session(load_cassette(path), (make_tool(),), on_event=events)
+    assert report.divergence is None
+    assert report.identical
+    assert (report.requests, report.recorded) == (3, 3)
+    assert message_differences(second.transcript, report.transcript) == []
+    aborted = report.transcript[1]
+    assert isinstance(aborted, AssistantMessage)
+    assert aborted.stop_reason == "aborted"
+    assert aborted.error_message == "stopped by the user"
+    assert [e.reason for e in events.of(AgentEnd)] == ["aborted", "stop"]
+
+    # A tool that now answers differently: the replay stops at the request it changes.
+    async def other(call: Any, args: Any, ctx: Any) -> str:
+        return "other"
+
+    report = await replay_session(load_cassette(path), (make_tool("probe", other),))
+    assert report.divergence == (
+        "request 3 differs from the cassette: messages[4].content[0].text: "
+        "recorded 'probe ok', got 'other'"
+    )
+    assert not report.identical

@@ -27,6 +27,7 @@ from trio_agent import (
     load_transcript,
 )
 from trio_agent._cmd_chat import run_chat
+from trio_agent.replay import RecordingModel
 from trio_agent.tools import workspace
 
 if TYPE_CHECKING:
@@ -55,8 +56,10 @@ async def session(
     lines: list[str],
     *,
     tools: bool = False,
+    record: Path | None = None,
 ) -> tuple[int, str, Path]:
-    """Run a chat whose input is ``lines`` (then end of input)."""
+    """Run a chat whose input is ``lines`` (then end of input); with ``record``, through
+    a ``RecordingModel`` writing that cassette."""
     send, receive = trio.open_memory_channel[str](math.inf)
     for line in lines:
         send.send_nowait(line + "\n")
@@ -66,7 +69,7 @@ async def session(
     async with make_model(kind, server.url) as model, JsonlTranscript(path) as sink:
         with trio.fail_after(10):
             code = await run_chat(
-                model,
+                model if record is None else RecordingModel(model, record),
                 lines=receive,
                 out=out,
                 sink=sink,

@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-from _httpserver import Stall
+from _httpserver import Stall, sse
 from _streamkit import KEY, make_model
 from test_providers_agent import TOOLS, anthropic_reply, openai_reply, two_round_trips
+from test_providers_chat import session
 
 from trio_agent import (
     AgentEvent,
@@ -20,6 +21,7 @@ from trio_agent import (
     check_transcript,
     run_agent_loop,
 )
+from trio_agent.cli import main
 from trio_agent.replay import (
     RecordingModel,
     ReplayModel,
@@ -118,3 +120,65 @@ async def test_a_stalled_provider_replays_as_the_same_idle_timeout(
     assert trio.current_time() - start >= 0.3
     assert message_differences(recorded.transcript, replayed.transcript) == []
     assert replayed.messages[-1].error_message == recorded.messages[-1].error_message
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_recorded_chat_replays_from_the_command_line(
+    server: Server, tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("the answer is 42\n")
+    reply = openai_reply if kind == "openai" else anthropic_reply
+    server.add(
+        sse(reply("Reading.", [("call_1", "read", {"path": "notes.txt"})])),
+        sse(reply("It says 42.", [])),
+    )
+    cassette = tmp_path / "chat.jsonl"
+    # The second line arrives while the first run works: it is steering.
+    code, _, _ = await session(
+        server,
+        folder,
+        kind,
+        ["what is in notes.txt?", "and be quick"],
+        tools=True,
+        record=cassette,
+    )
+    assert code == 0
+    assert KEY not in cassette.read_text()
+    second = load_cassette(cassette).records[1].request.messages
+    assert [m.role for m in second] == ["user", "assistant", "tool_result", "user"]
+    capsys.readouterr()
+    served = len(server.requests)
+
+    argv = ["replay", str(cassette), "--folder", str(folder)]
+    assert await trio.to_thread.run_sync(main, argv) == 0
+    out = capsys.readouterr().out
+    assert "It says 42." in out
+    assert out.rstrip().splitlines()[-1] == f"{cassette}: 2 requests replayed, identical"
+    assert len(server.requests) == served
+
+    # The same session on a folder where the file says something else diverges where
+    # the tool's result first reaches the model: request 2, the read's result.
+    (folder / "notes.txt").write_text("the answer is 43\n")
+    assert await trio.to_thread.run_sync(main, argv) == 1
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last.startswith(
+        f"{cassette}: diverged: request 2 differs from the cassette: "
+        "messages[2].content[0].text: recorded "
+    )
+    assert "42" in last
+    assert "43" in last
+
+
+def test_replay_command_refuses_what_is_not_a_cassette(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "t.jsonl"
+    bad.write_text('{"format":"trio-agent-cassette","version":9}\n')
+    assert main(["replay", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "cassette format version 9 is not supported" in err
+    assert main(["replay", str(tmp_path / "missing.jsonl")]) == 1
+    assert "cannot read" in capsys.readouterr().err
+    assert main(["replay", str(bad), "--folder", str(tmp_path / "nowhere")]) == 2

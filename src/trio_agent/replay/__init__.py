@@ -29,6 +29,8 @@ from ._replay import FaultKind as FaultKind
 from ._replay import InjectedFault as InjectedFault
 from ._replay import RecordedError as RecordedError
 from ._replay import ReplayModel as ReplayModel
+from ._session import SessionReplay as SessionReplay
+from ._session import replay_session as replay_session
 
 if typing.TYPE_CHECKING:
     from ._strategies import faults as faults
@@ -60,10 +62,12 @@ __all__ = [
     "RecordedEvent",
     "RecordingModel",
     "ReplayModel",
+    "SessionReplay",
     "StreamEnd",
     "faults",
     "load_cassette",
     "message_differences",
+    "replay_session",
     "request_differences",
     "request_digest",
 ]

@@ -127,12 +127,16 @@ class ReplayModel:
         faults: :class:`Fault` s to inject (at most one per request).
         on_cancel_point: called with the request index when a stream that was
             cancelled or left while recording reaches the point where that happened.
+            If it returns a reason (a string), the stream ends there as the loop's
+            ``abort(reason)`` would have ended it: an ``Error`` event with the partial
+            reply, stop reason ``aborted``; if it returns ``None``, the stream waits.
 
     How a record ends on replay: ``done``/``error`` — after its terminal event the
     stream ends; ``ended`` — it ends without one; ``raised`` — it raises a
     :class:`RecordedError` subclass with the recorded class name and message;
     ``cancelled``/``left`` — it waits, never ending on its own, as the original did
-    until its consumer left; the same abort, deadline or idle timeout ends it again.
+    until its consumer left; the same abort, deadline or idle timeout ends it again
+    (or ``on_cancel_point`` ends it as an abort).
     Past the last record, a stream is a single ``Error`` event saying so.
 
     Iterating is a checkpoint per event; leaving the ``async with`` at any time is safe.
@@ -152,7 +156,7 @@ class ReplayModel:
         match: Match = "strict",
         timing: Timing = "clock",
         faults: Iterable[Fault] = (),
-        on_cancel_point: Callable[[int], object] | None = None,
+        on_cancel_point: Callable[[int], str | None] | None = None,
     ) -> None:
         if match not in ("strict", "sequence"):
             raise ValueError(f"match must be 'strict' or 'sequence', not {match!r}")
@@ -207,6 +211,18 @@ def _final_message(record: CassetteRecord) -> AssistantMessage | None:
         if type(item.event) is ev.Done or type(item.event) is ev.Error:
             return item.event.message
     return None
+
+
+def _partial(record: CassetteRecord, count: int) -> StreamAccumulator:
+    """An accumulator fed the record's first ``count`` events (a terminal one ignored)."""
+    final = _final_message(record)
+    acc = StreamAccumulator(
+        model=final.model if final else "", provider=final.provider if final else ""
+    )
+    for item in record.events[:count]:
+        acc.feed(item.event)
+    acc.final = None
+    return acc
 
 
 class _ReplayStream:
@@ -287,8 +303,13 @@ class _ReplayStream:
         if end.kind == "ended":
             raise StopAsyncIteration
         # cancelled / left: the original consumer went away here; so must this one.
+        reason = None
         if self._model.on_cancel_point is not None:
-            self._model.on_cancel_point(self._step)
+            reason = self._model.on_cancel_point(self._step)
+        if reason is not None:
+            # End as the loop's abort would have: the partial reply, stop reason
+            # ``aborted``, unfinished calls dropped and named.
+            return ev.Error(message=_partial(record, self._i).fail(reason, "aborted"))
         await trio.sleep_forever()
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -300,12 +321,5 @@ class _ReplayStream:
         if fault.kind == "cut":
             raise StopAsyncIteration
         if fault.kind == "error":
-            final = _final_message(record)
-            acc = StreamAccumulator(
-                model=final.model if final else "", provider=final.provider if final else ""
-            )
-            for item in record.events[: self._i]:
-                acc.feed(item.event)
-            acc.final = None  # a terminal event before the fault does not count
-            return ev.Error(message=acc.fail(where))
+            return ev.Error(message=_partial(record, self._i).fail(where))
         raise AssertionError(f"unexpected fault kind {fault.kind!r}")  # pragma: no cover
