@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ._cmd_check import load_or_complain
 from ._demo_view import LiveView, Output, wants_color
 from .replay import CassetteFormatError, load_cassette, replay_session
 from .tools import workspace
@@ -75,14 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.folder):
         print(f"trio-agent replay: no such folder: {args.folder}", file=sys.stderr)
         return 2
-    try:
-        cassette = load_cassette(file)
-    except CassetteFormatError as exc:
-        print(f"{exc}", file=sys.stderr)
-        print(f"{file}: does not load", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"{file}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+    cassette = load_or_complain(load_cassette, file, CassetteFormatError)
+    if cassette is None:
         return 1
     output = Output(sys.stdout)
     live = sys.stdout.isatty()
