@@ -462,3 +462,33 @@ async def test_a_session_with_an_abort_and_a_second_prompt_replays(
         "recorded 'probe ok', got 'other'"
     )
     assert not report.identical
+
+
+async def test_a_cassette_that_cannot_be_written_is_reported(tmp_path: Path) -> None:
+    missing = tmp_path / "missing" / "c.jsonl"
+    result = await run_agent_loop(
+        prompt("start"), Context(system_prompt="sys"), RecordingModel(_session_model(), missing)
+    )
+    assert result.reason == "error"
+    assert "FileNotFoundError" in (result.messages[-1].error_message or "")
+
+    # A record lost when its stream ended fails the next request: no silent gap.
+    path = tmp_path / "c.jsonl"
+
+    async def sabotage(call: Any, args: Any, ctx: Any) -> str:
+        if call.id == "c1":
+            path.unlink()
+            path.mkdir()
+        return "probe ok"
+
+    recorder = RecordingModel(_session_model(), path)
+    result = await run_agent_loop(
+        prompt("start"),
+        Context(system_prompt="sys", tools=(make_tool("probe", sabotage),)),
+        recorder,
+    )
+    assert len(recorder.records) == 1
+    assert result.steps == 3
+    assert result.reason == "error"
+    message = result.messages[-1].error_message or ""
+    assert f"OSError: the cassette {path} cannot be written" in message

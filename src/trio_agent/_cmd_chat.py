@@ -349,6 +349,9 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.folder):
         _complain(f"no such folder: {args.folder}")
         return 2
+    if args.record is not None and not args.record.parent.is_dir():
+        _complain(f"no such folder for the cassette: {args.record.parent}")
+        return 2
     try:
         model = _model(args)
     except ValueError as exc:

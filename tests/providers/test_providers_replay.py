@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -13,6 +17,7 @@ from test_providers_chat import session
 
 from trio_agent import (
     AgentEvent,
+    AssistantMessage,
     Context,
     LoopConfig,
     MessageEnd,
@@ -27,6 +32,7 @@ from trio_agent.replay import (
     ReplayModel,
     load_cassette,
     message_differences,
+    replay_session,
     request_digest,
 )
 
@@ -182,3 +188,70 @@ def test_replay_command_refuses_what_is_not_a_cassette(
     assert main(["replay", str(tmp_path / "missing.jsonl")]) == 1
     assert "cannot read" in capsys.readouterr().err
     assert main(["replay", str(bad), "--folder", str(tmp_path / "nowhere")]) == 2
+
+
+async def test_chat_record_with_ctrl_c_then_replay(server: Server, tmp_path: Path) -> None:
+    # The real command line: a first prompt stalls and is aborted with Ctrl-C, a second
+    # prompt is answered, stdin ends. The cassette replays offline, the abort included.
+    stall = Stall(anthropic_reply("Thinking about it", []))
+    server.add(stall, sse(anthropic_reply("Second answer.", [])))
+    cassette = tmp_path / "chat.jsonl"
+    env = {**os.environ, "ANTHROPIC_API_KEY": KEY}
+    cli = [sys.executable, "-m", "trio_agent.cli", "chat", "--provider", "anthropic"]
+    process = await trio.lowlevel.open_process(
+        [
+            *cli,
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+            "--no-tools",
+            "--transcript",
+            str(tmp_path / "t.jsonl"),
+            "--record",
+            str(cassette),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdin is not None
+    with trio.fail_after(30):
+        await process.stdin.send_all(b"hello\n")
+        await stall.arrived.wait()
+        process.send_signal(signal.SIGINT)
+        await stall.left.wait()
+        await process.stdin.send_all(b"again\n")
+        await process.stdin.aclose()
+        code = await process.wait()
+    assert code == 0
+    text = cassette.read_text()
+    assert KEY not in text
+    records = load_cassette(cassette).records
+    assert [r.end.kind for r in records] == ["cancelled", "done"]
+
+    report = await replay_session(load_cassette(cassette))
+    assert report.identical, report.divergence
+    aborted = report.transcript[1]
+    assert isinstance(aborted, AssistantMessage)
+    assert aborted.stop_reason == "aborted"
+    assert aborted.error_message == "interrupted by Ctrl-C"
+    assert report.transcript[-1].text == "Second answer."  # type: ignore[union-attr]
+    argv = ["replay", str(cassette)]
+    assert await trio.to_thread.run_sync(main, argv) == 0
+
+
+async def test_chat_record_needs_an_existing_folder(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [
+                *[sys.executable, "-m", "trio_agent.cli", "chat", "--model", "m"],
+                *["--record", str(tmp_path / "nope" / "c.jsonl")],
+            ],
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert b"no such folder for the cassette" in done.stderr
+    assert b"Traceback" not in done.stderr

@@ -35,9 +35,14 @@ class RecordingModel:
     exceptions); when it ends, one record is written to the JSONL cassette at ``path``:
     the request and its digest, every event with its offset (trio clock) from the
     moment the stream was opened, and how it ended (see :data:`EndKind`). The file is
-    created, or emptied, when the first record is written; records follow in the
-    order the streams end, each carrying the index of its request. Replay it with
-    :class:`ReplayModel`.
+    created, or emptied, with its header line when the first stream is opened; records
+    follow in the order the streams end, each carrying the index of its request.
+    Replay it with :class:`ReplayModel`.
+
+    Entering a stream is a checkpoint. A cassette that cannot be written makes the
+    stream raise ``OSError`` on entry (the loop reports it as the model's error); a
+    record that cannot be written when its stream ends raises from the stream's exit,
+    and every later stream raises on entry, so no gap in the cassette goes unnoticed.
 
     The write is one short synchronous append (no fsync) in ``__aexit__``, so a record
     is written whatever ended the stream, a cancellation included; a process killed
@@ -57,15 +62,36 @@ class RecordingModel:
         self.path = Path(path)
         self.records: list[CassetteRecord] = []
         self._next = 0
+        self._started = False
+        self._broken: OSError | None = None
 
     def stream(self, request: ModelRequest) -> _RecordingStream:
         index = self._next
         self._next += 1
         return _RecordingStream(self, index, request)
 
-    def _write(self, record: CassetteRecord) -> None:
-        write_records(self.path, (record,), truncate=not self.records)
-        self.records.append(record)
+    def _check(self) -> None:
+        """Start the cassette on the first stream; refuse every stream once a write failed.
+
+        A record that could not be written when its stream ended (the loop may not
+        report an error raised after the reply was complete) fails the next request.
+        """
+        if self._broken is not None:
+            raise OSError(f"the cassette {self.path} cannot be written: {self._broken}")
+        if not self._started:
+            self._write(None)
+
+    def _write(self, record: CassetteRecord | None) -> None:
+        try:
+            write_records(
+                self.path, () if record is None else (record,), truncate=not self._started
+            )
+        except OSError as exc:
+            self._broken = exc
+            raise
+        self._started = True
+        if record is not None:
+            self.records.append(record)
 
 
 class _RecordingStream:
@@ -90,6 +116,8 @@ class _RecordingStream:
             self._end = "cancelled"
 
     async def __aenter__(self) -> _RecordingStream:
+        await trio.lowlevel.checkpoint()
+        self._owner._check()
         self._t0 = trio.current_time()
         self._cm = self._owner.model.stream(self._request)
         try:
