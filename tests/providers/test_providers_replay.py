@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 from typing import TYPE_CHECKING
 
@@ -13,7 +10,7 @@ import trio
 from _httpserver import Stall, sse
 from _streamkit import KEY, make_model
 from test_providers_agent import TOOLS, anthropic_reply, openai_reply, two_round_trips
-from test_providers_chat import session
+from test_providers_chat import open_anthropic_chat, prompt_then_ctrl_c, session
 
 from trio_agent import (
     AgentEvent,
@@ -196,32 +193,12 @@ async def test_chat_record_with_ctrl_c_then_replay(server: Server, tmp_path: Pat
     stall = Stall(anthropic_reply("Thinking about it", []))
     server.add(stall, sse(anthropic_reply("Second answer.", [])))
     cassette = tmp_path / "chat.jsonl"
-    env = {**os.environ, "ANTHROPIC_API_KEY": KEY}
-    cli = [sys.executable, "-m", "trio_agent.cli", "chat", "--provider", "anthropic"]
-    process = await trio.lowlevel.open_process(
-        [
-            *cli,
-            "--base-url",
-            server.url,
-            "--model",
-            "m",
-            "--no-tools",
-            "--transcript",
-            str(tmp_path / "t.jsonl"),
-            "--record",
-            str(cassette),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
+    process = await open_anthropic_chat(
+        server, "--transcript", str(tmp_path / "t.jsonl"), "--record", str(cassette)
     )
     assert process.stdin is not None
     with trio.fail_after(30):
-        await process.stdin.send_all(b"hello\n")
-        await stall.arrived.wait()
-        process.send_signal(signal.SIGINT)
-        await stall.left.wait()
+        await prompt_then_ctrl_c(process, stall)
         await process.stdin.send_all(b"again\n")
         await process.stdin.aclose()
         code = await process.wait()
