@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 import trio
+from hypothesis import given
 
 from loopkit import Recorder, assert_consistent, call, make_tool, prompt, reply, tool_use
 from trio_agent import (
@@ -49,6 +50,7 @@ from trio_agent.replay import (
     request_digest,
 )
 from trio_agent.testing import ScriptedModel
+from trio_agent.testing import faults as strategy_faults
 
 if TYPE_CHECKING:
     from trio.testing import MockClock
@@ -492,3 +494,22 @@ async def test_a_cassette_that_cannot_be_written_is_reported(tmp_path: Path) -> 
     assert result.reason == "error"
     message = result.messages[-1].error_message or ""
     assert f"OSError: the cassette {path} cannot be written" in message
+
+
+@given(fault=strategy_faults(FIXTURE, kinds=("stall", "cut")))
+def test_the_faults_strategy_stays_inside_the_cassette(fault: Fault) -> None:
+    records = load_cassette(FIXTURE).records
+    assert 0 <= fault.request < len(records)
+    assert 0 <= fault.event < len(records[fault.request].events)
+    assert fault.kind in ("stall", "cut")
+
+
+def test_bad_faults_are_refused() -> None:
+    with pytest.raises(ValueError, match="'request' must be >= 0"):
+        Fault(request=-1, event=0, kind="cut")
+    with pytest.raises(ValueError, match="'kind' must be in"):
+        Fault(request=0, event=0, kind="explode")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="kinds must be a non-empty subset"):
+        strategy_faults(FIXTURE, kinds=())
+    with pytest.raises(ValueError, match="at least one record"):
+        strategy_faults(Cassette(records=()))

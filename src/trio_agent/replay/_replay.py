@@ -96,12 +96,14 @@ class Fault:
 
     Events ``0 .. event-1`` are replayed as recorded; event ``event`` is replaced by the
     fault (see :data:`FaultKind`). An ``event`` past the recorded events applies where
-    the recorded stream ended.
+    the recorded stream ended. A negative index or an unknown kind is a ``ValueError``.
     """
 
-    request: int
-    event: int
-    kind: FaultKind
+    request: int = attrs.field(validator=attrs.validators.ge(0))
+    event: int = attrs.field(validator=attrs.validators.ge(0))
+    kind: FaultKind = attrs.field(
+        validator=attrs.validators.in_(("raise", "error", "stall", "cut"))
+    )
 
     def describe(self) -> str:
         return f"{self.kind} at event {self.event} of request {self.request}"
@@ -175,8 +177,6 @@ class ReplayModel:
 
     def inject(self, fault: Fault) -> None:
         """Add a fault (replacing any other fault on the same request)."""
-        if fault.kind not in ("raise", "error", "stall", "cut"):
-            raise ValueError(f"unknown fault kind {fault.kind!r}")
         self._faults[fault.request] = fault
 
     def stream(self, request: ModelRequest) -> _ReplayStream:
