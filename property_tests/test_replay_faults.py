@@ -3,7 +3,9 @@ fixture, an OpenAI-compatible stream of three turns with tool calls) is replayed
 strictly through the loop with one fault — raise, error, stall or cut at any event of
 any request — and every run keeps the loop's invariants (``assert_run_invariants``):
 paired before each request and at the end, one ``AgentEnd``, the context unchanged,
-per-call events in order, the transcript round-tripping through JSON.
+per-call events in order, the transcript round-tripping through JSON. A second property
+adds an abort at any instant of such a replay (or of an unfaulted one): no request
+follows it.
 
 The tools answer from the cassette itself (the result recorded for each call id), so
 strict matching holds up to the fault. Timing is replayed on the autojump clock.
@@ -16,15 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trio_agent import (
     AgentEvent,
+    AgentRun,
     AssistantMessage,
     Context,
     LoopConfig,
     Tool,
     ToolResultMessage,
     UserMessage,
+    open_agent_loop,
     run_agent_loop,
 )
 from trio_agent.replay import Cassette, Fault, ReplayModel, faults, load_cassette
@@ -119,3 +124,50 @@ async def test_any_fault_over_recorded_traffic_keeps_the_invariants(
         "cut": "ended without a Done or Error event",
     }[fault.kind]
     assert expected in reply.error_message
+
+
+# Instants across the replayed session: the recorded offsets are milliseconds, the
+# tools sleep 10 ms each.
+END = max(r.end.at for r in CASSETTE.records) * len(CASSETTE.records) + 0.05
+
+
+@with_clock
+@given(
+    fault=st.none() | faults(CASSETTE),
+    at=st.floats(0, END, allow_nan=False),
+)
+async def test_an_abort_at_any_instant_of_a_faulted_replay_keeps_the_invariants(
+    autojump_clock: MockClock, fault: Fault | None, at: float
+) -> None:
+    model = ReplayModel(CASSETTE, faults=[fault] if fault else [])
+    config = LoopConfig(stream_idle_timeout=IDLE)
+    events: list[AgentEvent] = []
+    at_abort: list[int] = []
+
+    async def abort_later(run: AgentRun) -> None:
+        await trio.sleep(at)
+        at_abort.append(len(model.requests))
+        run.abort("stop")
+
+    with trio.fail_after(GUARD):
+        async with trio.open_nursery() as nursery:
+            async with open_agent_loop([PROMPT], CONTEXT, model, config) as run:
+                nursery.start_soon(abort_later, run)
+                async for event in run.events:
+                    events.append(event)
+            nursery.cancel_scope.cancel()
+    assert run.result is not None
+    assert_run_invariants(
+        run.result,
+        events,
+        model.requests,
+        CONTEXT,
+        context=CONTEXT,
+        prompts=[PROMPT],
+        max_steps=config.max_steps,
+        requests_at_abort=at_abort[0] if at_abort else None,
+    )
+    assert model.mismatches == []
+    assert model.open_streams == 0
+    if at_abort and run.result.reason == "aborted":
+        assert run.result.steps == at_abort[0]

@@ -4,6 +4,8 @@ clock or not, with faults; the file format (version 1 fixture, refused future ve
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -513,3 +515,16 @@ def test_bad_faults_are_refused() -> None:
         strategy_faults(FIXTURE, kinds=())
     with pytest.raises(ValueError, match="at least one record"):
         strategy_faults(Cassette(records=()))
+
+
+def test_the_loop_never_imports_the_replay_package() -> None:
+    # An edge module: importing the library (the loop, the agent, the providers, the
+    # test kit without its strategies) does not load it.
+    code = (
+        "import sys, trio_agent, trio_agent.providers, trio_agent.tools, trio_agent.testing; "
+        "print(sorted(m for m in sys.modules if m.startswith('trio_agent.replay')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-from _httpserver import Stall, sse
-from _streamkit import KEY, make_model
+from _httpserver import STREAMS, Stall, recorded, sse
+from _streamkit import KEY, collect, make_model
 from test_providers_agent import TOOLS, anthropic_reply, openai_reply, two_round_trips
 from test_providers_chat import open_anthropic_chat, prompt_then_ctrl_c, session
 
@@ -16,6 +16,7 @@ from trio_agent import (
     AgentEvent,
     AssistantMessage,
     Context,
+    Done,
     LoopConfig,
     MessageEnd,
     ModelOptions,
@@ -232,3 +233,21 @@ async def test_chat_record_needs_an_existing_folder(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert b"no such folder for the cassette" in done.stderr
     assert b"Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in STREAMS.glob("*.sse")))
+async def test_every_recorded_provider_stream_replays_event_for_event(
+    server: Server, tmp_path: Path, name: str
+) -> None:
+    # Text, thinking with signatures, parallel tool calls, usage: each provider stream
+    # goes into a cassette and comes back as the very same events, through JSON text.
+    server.add(recorded(name, split=17))
+    kind = "openai" if name.startswith("openai") else "anthropic"
+    cassette = tmp_path / "one.jsonl"
+    async with make_model(kind, server.url) as live:
+        received = await collect(RecordingModel(live, cassette))  # type: ignore[arg-type]
+    (record,) = load_cassette(cassette).records
+    assert [e.event for e in record.events] == received
+    assert record.end.kind == ("done" if isinstance(received[-1], Done) else "error")
+    replayed = await collect(ReplayModel(cassette, match="sequence"))  # type: ignore[arg-type]
+    assert replayed == received
