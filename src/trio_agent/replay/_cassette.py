@@ -374,8 +374,3 @@ def write_records(path: Path, records: Iterable[CassetteRecord], *, truncate: bo
                 view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-
-
-def requests_of(cassette: Cassette) -> Sequence[ModelRequest]:
-    """The recorded requests, in order."""
-    return [r.request for r in cassette.records]
