@@ -39,6 +39,7 @@ from ._jsonl import JsonlTranscript
 from ._messages import UserMessage
 from ._model import ModelOptions
 from .providers import Anthropic, OpenAIChat
+from .replay import RecordingModel
 from .tools import workspace
 
 if TYPE_CHECKING:
@@ -89,6 +90,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", metavar="N", type=int, help="longest reply, in tokens")
     parser.add_argument(
         "--transcript", metavar="PATH", type=Path, help="write the JSONL transcript here"
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        type=Path,
+        help="record every request and streamed reply to the cassette FILE (replaced), "
+        "for 'trio-agent replay FILE'; no API key is written",
     )
 
 
@@ -304,13 +312,14 @@ async def _main(
     )
     send, lines = trio.open_memory_channel[str](math.inf)
     title = f"{args.provider} {args.model} at {model.base_url} · folder {folder}"
+    talk_to: Model = model if args.record is None else RecordingModel(model, args.record)
     # The handler is in place before anything runs: no Ctrl-C falls outside it.
     with trio.open_signal_receiver(signal.SIGINT) as signals:
         async with JsonlTranscript(transcript, fsync="turn") as sink, model:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_read_stdin, send)
                 code = await run_chat(
-                    model,
+                    talk_to,
                     lines=lines,
                     out=sys.stdout,
                     sink=sink,
@@ -339,6 +348,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.reconfigure(errors="replace")
     if not os.path.isdir(args.folder):
         _complain(f"no such folder: {args.folder}")
+        return 2
+    if args.record is not None and not args.record.parent.is_dir():
+        _complain(f"no such folder for the cassette: {args.record.parent}")
         return 2
     try:
         model = _model(args)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ._errors import TranscriptFormatError
 from ._jsonl import load_transcript, write_transcript
@@ -18,6 +18,9 @@ from ._transcript import repair, transcript_violations
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
+
+T = TypeVar("T")
 
 # transcript_violations names messages by index: ``messages[3]``, ``messages[4..6]``.
 _REF = re.compile(r"messages\[(\d+)(?:\.\.(\d+))?\]")
@@ -52,16 +55,25 @@ def describe(violation: str, file: str) -> str:
     return f"{file}:{line}: {_REF.sub(_line_ref, rest)}"
 
 
-def run(args: argparse.Namespace) -> int:
-    file: str = args.file
+def load_or_complain(
+    load: Callable[[str], T], file: str, format_error: type[Exception]
+) -> T | None:
+    """``load(file)``; on a format error or an unreadable file, say so on stderr and
+    return None."""
     try:
-        loaded = load_transcript(file)
-    except TranscriptFormatError as exc:
+        return load(file)
+    except format_error as exc:
         print(f"{exc}", file=sys.stderr)
         print(f"{file}: does not load", file=sys.stderr)
-        return 1
     except OSError as exc:
         print(f"{file}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    file: str = args.file
+    loaded = load_or_complain(load_transcript, file, TranscriptFormatError)
+    if loaded is None:
         return 1
 
     problems = 0

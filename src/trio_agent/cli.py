@@ -1,7 +1,8 @@
 """The ``trio-agent`` command.
 
 Exit codes: 0 success; 1 the command ran and found a problem (``check``: a transcript
-that does not load or is not paired); 2 bad usage; 130 interrupted by Ctrl-C.
+that does not load or is not paired; ``replay``: a session that diverges from its
+cassette); 2 bad usage; 130 interrupted by Ctrl-C.
 
 Each sub-command lives in its own ``_cmd_<name>`` module with two functions:
 ``add_arguments(parser)`` and ``run(args) -> int``.
@@ -26,6 +27,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("trio_agent._cmd_check", "check (and repair) a JSONL transcript"),
     "bench": ("trio_agent._cmd_bench", "run the benchmarks against a bare trio floor"),
     "chat": ("trio_agent._cmd_chat", "chat with a real model that uses the workspace tools"),
+    "replay": (
+        "trio_agent._cmd_replay",
+        "re-run a recorded chat offline, report divergence",
+    ),
 }
 
 

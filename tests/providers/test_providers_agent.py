@@ -145,8 +145,8 @@ def _results(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
-async def test_two_tool_round_trips(server: Server, kind: str) -> None:
+def two_round_trips(server: Server, kind: str) -> str:
+    """Queue three replies: two reads, an add, an answer. Returns the call-id prefix."""
     reply = openai_reply if kind == "openai" else anthropic_reply
     p = "call_" if kind == "openai" else "toolu_"
     server.add(
@@ -160,6 +160,12 @@ async def test_two_tool_round_trips(server: Server, kind: str) -> None:
         sse(reply("Now adding.", [(p + "3", "add", {"a": 2, "b": 3})]), split=64),
         sse(reply("Done: hello world, 5.", []), split=64),
     )
+    return p
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_two_tool_round_trips(server: Server, kind: str) -> None:
+    p = two_round_trips(server, kind)
     context = Context(system_prompt="You are a test agent.", tools=TOOLS)
     async with make_model(kind, server.url) as model:
         with trio.fail_after(10):

@@ -27,6 +27,7 @@ from trio_agent import (
     load_transcript,
 )
 from trio_agent._cmd_chat import run_chat
+from trio_agent.replay import RecordingModel
 from trio_agent.tools import workspace
 
 if TYPE_CHECKING:
@@ -55,8 +56,10 @@ async def session(
     lines: list[str],
     *,
     tools: bool = False,
+    record: Path | None = None,
 ) -> tuple[int, str, Path]:
-    """Run a chat whose input is ``lines`` (then end of input)."""
+    """Run a chat whose input is ``lines`` (then end of input); with ``record``, through
+    a ``RecordingModel`` writing that cassette."""
     send, receive = trio.open_memory_channel[str](math.inf)
     for line in lines:
         send.send_nowait(line + "\n")
@@ -66,7 +69,7 @@ async def session(
     async with make_model(kind, server.url) as model, JsonlTranscript(path) as sink:
         with trio.fail_after(10):
             code = await run_chat(
-                model,
+                model if record is None else RecordingModel(model, record),
                 lines=receive,
                 out=out,
                 sink=sink,
@@ -311,38 +314,41 @@ async def test_command_line_session(server: Server, tmp_path: Path) -> None:
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
 
-async def test_command_line_ctrl_c_twice(server: Server, tmp_path: Path) -> None:
-    stall = Stall(anthropic_reply("Thinking about it", []))
-    arrived, left = stall.arrived, stall.left
-    server.add(stall)
-    path = tmp_path / "t.jsonl"
-    env = {**os.environ, "ANTHROPIC_API_KEY": KEY}
-    process = await trio.lowlevel.open_process(
+async def open_anthropic_chat(server: Server, *args: str) -> trio.Process:
+    """``trio-agent chat`` on Anthropic at ``server``, no tools, stdin and stdout piped."""
+    return await trio.lowlevel.open_process(
         _cli(
-            "--provider",
-            "anthropic",
-            "--base-url",
-            server.url,
-            "--model",
-            "m",
-            "--no-tools",
-            "--transcript",
-            str(path),
+            "--provider", "anthropic", "--base-url", server.url, "--model", "m", "--no-tools", *args
         ),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=env,
+        env={**os.environ, "ANTHROPIC_API_KEY": KEY},
     )
+
+
+async def prompt_then_ctrl_c(process: trio.Process, stall: Stall) -> None:
+    """Type a prompt, and press Ctrl-C once its reply has stalled; returns when the
+    abort has reached the server."""
+    assert process.stdin is not None
+    await process.stdin.send_all(b"hello\n")
+    await stall.arrived.wait()
+    process.send_signal(signal.SIGINT)
+    # trio merges a signal that comes before the last one was handled: wait for the
+    # abort to reach the server before anything else.
+    await stall.left.wait()
+
+
+async def test_command_line_ctrl_c_twice(server: Server, tmp_path: Path) -> None:
+    stall = Stall(anthropic_reply("Thinking about it", []))
+    server.add(stall)
+    path = tmp_path / "t.jsonl"
+    process = await open_anthropic_chat(server, "--transcript", str(path))
     assert process.stdin is not None
     assert process.stdout is not None
     with trio.fail_after(30):
-        await process.stdin.send_all(b"hello\n")
-        await arrived.wait()
-        process.send_signal(signal.SIGINT)
-        # trio merges a signal that comes before the last one was handled: wait for the
-        # abort to reach the server before the second Ctrl-C, which exits.
-        await left.wait()
+        await prompt_then_ctrl_c(process, stall)
+        # The second Ctrl-C exits.
         process.send_signal(signal.SIGINT)
         output = b""
         while chunk := await process.stdout.receive_some():

@@ -2,7 +2,8 @@
 
 ``ScriptedModel``, the :class:`Script` values and ``assert_run_invariants`` need only
 trio-agent itself. The Hypothesis strategies (``messages``, ``tool_calls``,
-``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``) need Hypothesis
+``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``, and ``faults``
+— faults over a recorded cassette, from :mod:`trio_agent.replay`) need Hypothesis
 (``pip install 'trio-agent[test]'``): each is imported on its first call, so importing
 this module — as ``trio-agent demo`` and the benchmarks do — never requires it.
 """
@@ -49,6 +50,7 @@ def _deferred(name: str) -> typing.Any:
 # functions, the running program a stand-in that imports them on first call.
 if typing.TYPE_CHECKING:
     from ._strategies import assistant_replies as assistant_replies
+    from ._strategies import faults as faults
     from ._strategies import json_values as json_values
     from ._strategies import messages as messages
     from ._strategies import scripts as scripts
@@ -56,6 +58,7 @@ if typing.TYPE_CHECKING:
     from ._strategies import transcripts as transcripts
 else:
     assistant_replies = _deferred("assistant_replies")
+    faults = _deferred("faults")
     json_values = _deferred("json_values")
     messages = _deferred("messages")
     scripts = _deferred("scripts")
@@ -77,6 +80,7 @@ __all__ = [
     "assert_run_invariants",
     "assistant_replies",
     "events_for",
+    "faults",
     "json_values",
     "messages",
     "run_invariant_violations",

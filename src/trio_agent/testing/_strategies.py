@@ -29,6 +29,7 @@ from .._messages import (
     Usage,
     UserMessage,
 )
+from ..replay._strategies import faults
 from ._script import (
     SERIAL_TOOL,
     WORK_TOOL,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "assistant_replies",
+    "faults",
     "image_blocks",
     "json_values",
     "messages",

@@ -1,0 +1,376 @@
+"""Cassettes: what a model was asked and what it answered, as JSON lines on disk.
+
+File format, version 1 (UTF-8, one JSON object per line, each line ends with ``\\n``)::
+
+    {"format":"trio-agent-cassette","version":1}                       the header
+    {"index":0,"digest":"sha256:…","request":{…},"events":[…],"end":{…}}  one line per
+    {"index":1,…}                                                       request
+
+A record holds the request as the model received it (``system_prompt``, ``messages``,
+``tools``, ``options``, with the serialization of transcripts), the assistant events
+it streamed back, each with its offset in seconds (trio clock) from the moment the
+stream was opened, and how the stream ended (:class:`StreamEnd`).
+
+The digest is the SHA-256 of the request's *canonical* JSON: keys sorted, no
+whitespace, and without what a model never sees — message ``timestamp``\\ s and the
+``details`` of tool results (application data the providers do not send). Two
+requests with the same digest ask the model the same thing.
+
+Secrets: a ``ModelRequest`` holds no API key (providers keep theirs in their HTTP
+client), but ``options.extra`` may carry anything; in it, every entry whose name looks
+like a credential (``api_key``, ``token``, ``secret``, ``password``, ``authorization``,
+``cookie``…, at any depth) and every string that looks like one (``Bearer …``,
+``Basic …``, ``sk-…``) is written as ``"[redacted]"``. Message contents are recorded
+as they are: do not record a session whose prompts hold secrets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
+
+import attrs
+
+from .. import _events as ev
+from .._errors import TranscriptFormatError, TrioAgentError
+from .._messages import Message
+from .._model import ModelRequest
+from .._serde import from_jsonable, to_jsonable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "Cassette",
+    "CassetteFormatError",
+    "CassetteRecord",
+    "EndKind",
+    "RecordedEvent",
+    "StreamEnd",
+    "canonical_request",
+    "load_cassette",
+    "message_differences",
+    "record_line",
+    "request_differences",
+    "request_digest",
+]
+
+FORMAT: Final = "trio-agent-cassette"
+VERSION: Final = 1
+HEADER_LINE: Final = json.dumps({"format": FORMAT, "version": VERSION}, separators=(",", ":"))
+REDACTED: Final = "[redacted]"
+
+EndKind: TypeAlias = Literal["done", "error", "raised", "ended", "cancelled", "left"]
+"""How a recorded stream ended:
+
+- ``done`` / ``error``: a ``Done`` / ``Error`` event arrived (the first one counts);
+- ``raised``: the model raised an exception (its class name and message are kept);
+- ``ended``: the stream ended without a terminal event (a malformed stream);
+- ``cancelled``: the consumer's cancel scope cancelled it (an abort, a deadline, the
+  loop's ``stream_idle_timeout``) before a terminal event;
+- ``left``: the consumer stopped reading before a terminal event, without a cancel.
+"""
+
+
+class CassetteFormatError(TrioAgentError, ValueError):
+    """A cassette file that cannot be read: no header, an unknown version, a bad line.
+
+    Attributes:
+        line: the 1-based line of the file (the header is line 1), when known.
+        path: where in that line's JSON the first bad value is, like ``$.events[2].event``.
+    """
+
+    def __init__(self, message: str, *, line: int | None = None, path: str = "$") -> None:
+        super().__init__(message)
+        self.line = line
+        self.path = path
+
+
+@attrs.frozen(kw_only=True)
+class RecordedEvent:
+    """One assistant event, ``at`` seconds (trio clock) after the stream was opened."""
+
+    at: float
+    event: ev.AssistantEvent
+
+
+@attrs.frozen(kw_only=True)
+class StreamEnd:
+    """How a recorded stream ended, ``at`` seconds after it was opened.
+
+    ``error_type`` and ``error_message`` are set for ``kind="raised"``: the class name and
+    the text of the exception the model raised.
+    """
+
+    kind: EndKind
+    at: float
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CassetteRecord:
+    """One request and the stream that answered it.
+
+    ``index`` is the 0-based order in which the requests were made (records of
+    concurrent streams may be written out of order; :func:`load_cassette` sorts them).
+    """
+
+    index: int
+    digest: str
+    request: ModelRequest
+    events: tuple[RecordedEvent, ...]
+    end: StreamEnd
+
+
+@attrs.frozen(kw_only=True)
+class Cassette:
+    """A loaded cassette: its format ``version`` and its records, in request order."""
+
+    records: tuple[CassetteRecord, ...]
+    version: int = VERSION
+    path: Path | None = None
+
+
+# --- canonical requests, digests, differences ------------------------------------------
+
+# A name that holds a credential: ``api_key``, ``x-api-key``, ``access_token``,
+# ``Authorization``, ``client_secret``… but not ``max_tokens`` or ``keyword``.
+_SECRET_NAME = re.compile(
+    r"(?i)(^|[^a-z])(api[_-]?key|key|secret|token|password|passwd|passphrase|auth"
+    r"|authorization|credentials?|bearer|cookie|session[_-]?id)$"
+)
+_SECRET_VALUE = re.compile(r"(?i)^\s*(bearer|basic)\s+\S|^sk-[A-Za-z0-9_-]{8,}")
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: REDACTED if _SECRET_NAME.search(str(k)) else _redact(v) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_redact(v) for v in value]
+    if isinstance(value, str) and _SECRET_VALUE.search(value):
+        return REDACTED
+    return value
+
+
+def request_to_json(request: ModelRequest) -> dict[str, Any]:
+    """The request as JSON values, as a cassette stores it (``options.extra`` redacted)."""
+    data: dict[str, Any] = to_jsonable(request, ModelRequest)
+    options = data.get("options")
+    if isinstance(options, dict) and options.get("extra"):
+        options["extra"] = _redact(options["extra"])
+    return data
+
+
+def canonical_request(request: ModelRequest | Mapping[str, Any]) -> dict[str, Any]:
+    """What the digest covers: the stored request without what no model sees.
+
+    Message timestamps and the ``details`` of tool results are left out (providers never
+    send them); ``options.extra`` is redacted.
+    """
+    data = request_to_json(request) if isinstance(request, ModelRequest) else dict(request)
+    data["messages"] = [_canonical_message(m) for m in data.get("messages", ())]
+    return data
+
+
+def _canonical_message(data: Any) -> Any:
+    if not isinstance(data, dict):
+        return data
+    m = {k: v for k, v in data.items() if k != "timestamp"}
+    if m.get("role") == "tool_result":
+        m.pop("details", None)
+    return m
+
+
+def _canonical_text(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def request_digest(request: ModelRequest | Mapping[str, Any]) -> str:
+    """A stable digest of what the request asks (``sha256:`` and 64 hex digits).
+
+    Equal for two requests that differ only in message timestamps or tool-result
+    ``details``; stable across runs, processes and versions of this format.
+    """
+    text = _canonical_text(canonical_request(request))
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    text = repr(value) if isinstance(value, str) else _canonical_text(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _diff(path: str, recorded: Any, got: Any, out: list[str], limit: int) -> None:
+    if len(out) >= limit or recorded == got:
+        return
+    if isinstance(recorded, dict) and isinstance(got, dict):
+        for key in sorted(recorded.keys() | got.keys(), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in got:
+                out.append(f"{sub}: recorded {_show(recorded[key])}, got nothing")
+            elif key not in recorded:
+                out.append(f"{sub}: recorded nothing, got {_show(got[key])}")
+            else:
+                _diff(sub, recorded[key], got[key], out, limit)
+            if len(out) >= limit:
+                return
+        return
+    if isinstance(recorded, list) and isinstance(got, list):
+        for i, (a, b) in enumerate(zip(recorded, got, strict=False)):
+            _diff(f"{path}[{i}]", a, b, out, limit)
+            if len(out) >= limit:
+                return
+        n, m = len(recorded), len(got)
+        if n > m:
+            out.append(
+                f"{path}[{m}]: recorded {_show(recorded[m])}, got nothing ({n} vs {m} items)"
+            )
+        elif m > n:
+            out.append(f"{path}[{n}]: recorded nothing, got {_show(got[n])} ({n} vs {m} items)")
+        return
+    out.append(f"{path or '$'}: recorded {_show(recorded)}, got {_show(got)}")
+
+
+def request_differences(
+    recorded: ModelRequest | Mapping[str, Any],
+    got: ModelRequest | Mapping[str, Any],
+    *,
+    limit: int = 5,
+) -> list[str]:
+    """Where two requests differ, as readable lines (at most ``limit``), in field order.
+
+    Each line names the field by its path and shows both values, like
+    ``messages[3].content[0].text: recorded 'x', got 'y'``. Compares what the digest
+    covers (timestamps and tool-result ``details`` ignored); empty when they match.
+    """
+    out: list[str] = []
+    _diff("", canonical_request(recorded), canonical_request(got), out, limit)
+    return out
+
+
+def message_differences(
+    recorded: Sequence[Message], got: Sequence[Message], *, limit: int = 5
+) -> list[str]:
+    """Where two transcripts differ, as :func:`request_differences` reports requests:
+    paths like ``[3].content[0].text``; timestamps and tool-result ``details`` ignored."""
+    out: list[str] = []
+    a = [_canonical_message(to_jsonable(m, Message)) for m in recorded]
+    b = [_canonical_message(to_jsonable(m, Message)) for m in got]
+    _diff("", a, b, out, limit)
+    return out
+
+
+# --- reading and writing ----------------------------------------------------------------
+
+
+def record_line(record: CassetteRecord) -> str:
+    """One record as one line of JSON text (with its newline)."""
+    data = {
+        "index": record.index,
+        "digest": record.digest,
+        "request": request_to_json(record.request),
+        "events": [
+            {"at": round(e.at, 6), "event": to_jsonable(e.event, ev.AssistantEvent)}
+            for e in record.events
+        ],
+        "end": to_jsonable(attrs.evolve(record.end, at=round(record.end.at, 6)), StreamEnd),
+    }
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _bad(where: str, line: int, what: str, path: str = "$") -> CassetteFormatError:
+    return CassetteFormatError(f"{where}:{line}: {what}", line=line, path=path)
+
+
+def _check_header(text: str, where: str) -> int:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise _bad(where, 1, f"not a trio-agent cassette: the first line must be {HEADER_LINE}")
+    version = data.get("version")
+    if type(version) is not int:
+        raise _bad(where, 1, f"the header has no integer version (got {version!r})", "$.version")
+    if version != VERSION:
+        raise _bad(
+            where,
+            1,
+            f"cassette format version {version} is not supported (this trio-agent reads "
+            f"version {VERSION}; upgrade trio-agent to replay it)",
+            "$.version",
+        )
+    return version
+
+
+def _parse_record(text: str, where: str, line: int) -> CassetteRecord:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _bad(where, line, f"malformed JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise _bad(where, line, f"expected a JSON object, got {type(data).__name__}")
+    try:
+        record: CassetteRecord = from_jsonable(data, CassetteRecord)
+    except TranscriptFormatError as exc:
+        raise _bad(where, line, str(exc), exc.path) from None
+    return record
+
+
+def parse_cassette(text: str, *, where: str = "<cassette>") -> Cassette:
+    """Read a cassette from its text; raises :class:`CassetteFormatError`."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise _bad(where, 1, f"empty file; a cassette starts with the line {HEADER_LINE}")
+    version = _check_header(lines[0], where)
+    records = [
+        _parse_record(raw, where, number)
+        for number, raw in enumerate(lines[1:], start=2)
+        if raw.strip()
+    ]
+    records.sort(key=lambda r: r.index)
+    return Cassette(records=tuple(records), version=version)
+
+
+def load_cassette(path: str | os.PathLike[str]) -> Cassette:
+    """Read the cassette file ``path``. Blocks (file I/O).
+
+    Raises:
+        CassetteFormatError: no cassette header, a format version this code does not
+            read (a newer one), or a line that is not a record (``.line`` names it).
+        OSError: the file cannot be read.
+    """
+    target = Path(path)
+    try:
+        text = target.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CassetteFormatError(f"{target}: not UTF-8 text ({exc.reason})") from None
+    return attrs.evolve(parse_cassette(text, where=str(target)), path=target)
+
+
+def write_records(path: Path, records: Iterable[CassetteRecord], *, truncate: bool) -> None:
+    """Append ``records`` to ``path`` (one ``write`` each); with ``truncate`` start anew
+    with the header. Blocks (file I/O; a few kilobytes, no fsync)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
+    fd = os.open(path, flags, 0o644)
+    try:
+        if truncate:
+            os.write(fd, (HEADER_LINE + "\n").encode())
+        for record in records:
+            data = record_line(record).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)

@@ -1,0 +1,187 @@
+"""``RecordingModel``: wrap any model and write what it was asked and answered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .. import _events as ev
+from ._cassette import (
+    CassetteRecord,
+    EndKind,
+    RecordedEvent,
+    StreamEnd,
+    request_digest,
+    write_records,
+)
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import AsyncIterable, AsyncIterator
+    from contextlib import AbstractAsyncContextManager
+    from types import TracebackType
+
+    from .._model import Model, ModelRequest
+
+__all__ = ["RecordingModel"]
+
+
+class RecordingModel:
+    """A model that passes every request to ``model`` and records it in a cassette.
+
+    Each stream is passed through untouched (same events, same timing, same
+    exceptions); when it ends, one record is written to the JSONL cassette at ``path``:
+    the request and its digest, every event with its offset (trio clock) from the
+    moment the stream was opened, and how it ended (see :data:`EndKind`). The file is
+    created, or emptied, with its header line when the first stream is opened; records
+    follow in the order the streams end, each carrying the index of its request.
+    Replay it with :class:`ReplayModel`.
+
+    Entering a stream is a checkpoint. A cassette that cannot be written makes the
+    stream raise ``OSError`` on entry (the loop reports it as the model's error); a
+    record that cannot be written when its stream ends raises from the stream's exit,
+    and every later stream raises on entry, so no gap in the cassette goes unnoticed.
+
+    The write is one short synchronous append (no fsync) in ``__aexit__``, so a record
+    is written whatever ended the stream, a cancellation included; a process killed
+    mid-stream loses that stream's record only. Secrets in ``options.extra`` are
+    redacted (see the cassette format); the request holds no API key.
+
+    Args:
+        model: the model to record (a provider, or any :class:`~trio_agent.Model`).
+        path: the cassette file.
+
+    Attributes:
+        records: the records written so far, in the order they were written.
+    """
+
+    def __init__(self, model: Model, path: str | os.PathLike[str]) -> None:
+        self.model = model
+        self.path = Path(path)
+        self.records: list[CassetteRecord] = []
+        self._next = 0
+        self._started = False
+        self._broken: OSError | None = None
+
+    def stream(self, request: ModelRequest) -> _RecordingStream:
+        index = self._next
+        self._next += 1
+        return _RecordingStream(self, index, request)
+
+    def _check(self) -> None:
+        """Start the cassette on the first stream; refuse every stream once a write failed.
+
+        A record that could not be written when its stream ended (the loop may not
+        report an error raised after the reply was complete) fails the next request.
+        """
+        if self._broken is not None:
+            raise OSError(f"the cassette {self.path} cannot be written: {self._broken}")
+        if not self._started:
+            self._write(None)
+
+    def _write(self, record: CassetteRecord | None) -> None:
+        try:
+            write_records(
+                self.path, () if record is None else (record,), truncate=not self._started
+            )
+        except OSError as exc:
+            self._broken = exc
+            raise
+        self._started = True
+        if record is not None:
+            self.records.append(record)
+
+
+class _RecordingStream:
+    def __init__(self, owner: RecordingModel, index: int, request: ModelRequest) -> None:
+        self._owner = owner
+        self._index = index
+        self._request = request
+        self._events: list[RecordedEvent] = []
+        self._t0 = 0.0
+        self._end: EndKind | None = None
+        self._error: BaseException | None = None
+        self._cm: AbstractAsyncContextManager[AsyncIterable[ev.AssistantEvent]] | None = None
+        self._it: AsyncIterator[ev.AssistantEvent] | None = None
+
+    def _note(self, exc: BaseException) -> None:
+        if self._end is not None:
+            return
+        if isinstance(exc, Exception):
+            self._end, self._error = "raised", exc
+        else:
+            # Cancelled (abort, deadline, idle timeout), KeyboardInterrupt…
+            self._end = "cancelled"
+
+    async def __aenter__(self) -> _RecordingStream:
+        await trio.lowlevel.checkpoint()
+        self._owner._check()
+        self._t0 = trio.current_time()
+        self._cm = self._owner.model.stream(self._request)
+        try:
+            inner = await self._cm.__aenter__()
+        except BaseException as exc:
+            self._note(exc)
+            self._cm = None
+            self._record()
+            raise
+        self._it = aiter(inner)
+        return self
+
+    def __aiter__(self) -> _RecordingStream:
+        return self
+
+    async def __anext__(self) -> ev.AssistantEvent:
+        assert self._it is not None
+        try:
+            event = await anext(self._it)
+        except StopAsyncIteration:
+            if self._end is None:
+                self._end = "ended"
+            raise
+        except BaseException as exc:
+            self._note(exc)
+            raise
+        self._events.append(RecordedEvent(at=trio.current_time() - self._t0, event=event))
+        if self._end is None and type(event) is ev.Done:
+            self._end = "done"
+        elif self._end is None and type(event) is ev.Error:
+            self._end = "error"
+        return event
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if exc is not None:
+            self._note(exc)
+        try:
+            assert self._cm is not None
+            # Passing the exit on unchanged: the wrapped stream shields its own clean-up
+            # as it sees fit; a shield here would change what it is asked to do.
+            return await self._cm.__aexit__(exc_type, exc, tb)  # noqa: ASYNC102
+        except BaseException as raised:
+            self._note(raised)
+            raise
+        finally:
+            self._record()
+
+    def _record(self) -> None:
+        now = trio.current_time() - self._t0
+        kind: EndKind = self._end or "left"
+        error: dict[str, Any] = {}
+        if kind == "raised" and self._error is not None:
+            error = {"error_type": type(self._error).__name__, "error_message": str(self._error)}
+        self._owner._write(
+            CassetteRecord(
+                index=self._index,
+                digest=request_digest(self._request),
+                request=self._request,
+                events=tuple(self._events),
+                end=StreamEnd(kind=kind, at=now, **error),
+            )
+        )

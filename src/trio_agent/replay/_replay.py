@@ -1,0 +1,325 @@
+"""``ReplayModel``: a cassette played back as a model, with faults injected on demand."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+import attrs
+import trio
+
+from .. import _events as ev
+from .._errors import TrioAgentError
+from .._messages import AssistantMessage
+from .._stream import StreamAccumulator
+from ._cassette import Cassette, CassetteRecord, load_cassette, request_differences, request_digest
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable, Iterable
+    from types import TracebackType
+
+    from .._model import ModelRequest
+
+__all__ = [
+    "CassetteMismatch",
+    "Fault",
+    "FaultKind",
+    "InjectedFault",
+    "RecordedError",
+    "ReplayModel",
+]
+
+Match: TypeAlias = Literal["strict", "sequence"]
+Timing: TypeAlias = Literal["clock", "none"]
+FaultKind: TypeAlias = Literal["raise", "error", "stall", "cut"]
+"""What a :class:`Fault` does in place of its event:
+
+- ``raise``: the stream raises :class:`InjectedFault` (a provider that crashes);
+- ``error``: the stream sends an ``Error`` event, keeping the content streamed so far
+  (a provider that reports a failure), then ends;
+- ``stall``: the stream sends nothing more and never ends — only the consumer's cancel
+  (``LoopConfig.stream_idle_timeout``, an abort, a deadline) ends it;
+- ``cut``: the stream ends there, without ``Done`` or ``Error`` (a dropped connection).
+"""
+
+
+class CassetteMismatch(TrioAgentError):
+    """In strict mode, a request differs from the recorded one.
+
+    The message names the request (1-based) and each differing field, like
+    ``request 2 differs from the cassette: messages[3].content[0].text: recorded 'x',
+    got 'y'``.
+
+    Attributes:
+        request_index: the 0-based index of the request.
+        differences: one line per differing field (at most five).
+    """
+
+    def __init__(self, request_index: int, differences: Iterable[str]) -> None:
+        self.request_index = request_index
+        self.differences = tuple(differences)
+        super().__init__(
+            f"request {request_index + 1} differs from the cassette: " + "; ".join(self.differences)
+        )
+
+
+class InjectedFault(Exception):
+    """The exception a ``raise`` :class:`Fault` makes the replayed stream raise."""
+
+
+class RecordedError(Exception):
+    """Base of the exceptions a replay raises where the recorded model raised.
+
+    Each is a subclass named after the recorded exception's class, with its message, so
+    the loop reports it in the same words (``the model stream failed: ReadError: …``).
+    """
+
+
+_recorded_classes: dict[str, type[RecordedError]] = {}
+
+
+def _recorded_error(name: str | None, message: str | None) -> RecordedError:
+    name = re.sub(r"\W", "_", name or "") or "RecordedError"
+    if name[0].isdigit():
+        name = "_" + name
+    cls = _recorded_classes.get(name)
+    if cls is None:
+        cls = type(name, (RecordedError,), {"__module__": __name__})
+        _recorded_classes[name] = cls
+    return cls(message or "")
+
+
+@attrs.frozen(kw_only=True)
+class Fault:
+    """Break request ``request``'s stream at its event ``event`` (both 0-based).
+
+    Events ``0 .. event-1`` are replayed as recorded; event ``event`` is replaced by the
+    fault (see :data:`FaultKind`). An ``event`` past the recorded events applies where
+    the recorded stream ended. A negative index or an unknown kind is a ``ValueError``.
+    """
+
+    request: int = attrs.field(validator=attrs.validators.ge(0))
+    event: int = attrs.field(validator=attrs.validators.ge(0))
+    kind: FaultKind = attrs.field(
+        validator=attrs.validators.in_(("raise", "error", "stall", "cut"))
+    )
+
+    def describe(self) -> str:
+        return f"{self.kind} at event {self.event} of request {self.request}"
+
+
+class ReplayModel:
+    """Replays a cassette as a model: request *i* gets the *i*-th recorded stream.
+
+    Args:
+        cassette: a :class:`Cassette` or the path of a cassette file (read at once —
+            blocking file I/O; raises :class:`CassetteFormatError`).
+        match: ``"strict"`` (default): each request must match the recorded one
+            (:func:`request_digest`: message timestamps and tool-result ``details`` do
+            not count); one that differs makes its stream raise
+            :class:`CassetteMismatch` on entry, naming each differing field — the loop
+            turns that into an ``error`` reply. ``"sequence"``: streams are replayed in
+            order whatever was asked.
+        timing: ``"clock"`` (default): each event is sent at its recorded offset from
+            the moment the stream was opened, on trio's clock (under
+            ``trio.testing.MockClock(autojump_threshold=0)`` a replay takes no real
+            time); ``"none"``: as fast as possible (one checkpoint per stream, then a
+            cancel check per event, like ``ScriptedModel``).
+        faults: :class:`Fault` s to inject (at most one per request).
+        on_cancel_point: called with the request index when a stream that was
+            cancelled or left while recording reaches the point where that happened.
+            If it returns a reason (a string), the stream ends there as the loop's
+            ``abort(reason)`` would have ended it: an ``Error`` event with the partial
+            reply, stop reason ``aborted``; if it returns ``None``, the stream waits.
+
+    How a record ends on replay: ``done``/``error`` — after its terminal event the
+    stream ends; ``ended`` — it ends without one; ``raised`` — it raises a
+    :class:`RecordedError` subclass with the recorded class name and message;
+    ``cancelled``/``left`` — it waits, never ending on its own, as the original did
+    until its consumer left; the same abort, deadline or idle timeout ends it again
+    (or ``on_cancel_point`` ends it as an abort).
+    Past the last record, a stream is a single ``Error`` event saying so.
+
+    Iterating is a checkpoint per event; leaving the ``async with`` at any time is safe.
+    No task is started.
+
+    Attributes:
+        cassette: the records replayed.
+        requests: every request received, in order.
+        mismatches: every :class:`CassetteMismatch` raised, in order.
+        open_streams: streams entered and not yet left.
+    """
+
+    def __init__(
+        self,
+        cassette: Cassette | str | os.PathLike[str],
+        *,
+        match: Match = "strict",
+        timing: Timing = "clock",
+        faults: Iterable[Fault] = (),
+        on_cancel_point: Callable[[int], str | None] | None = None,
+    ) -> None:
+        if match not in ("strict", "sequence"):
+            raise ValueError(f"match must be 'strict' or 'sequence', not {match!r}")
+        if timing not in ("clock", "none"):
+            raise ValueError(f"timing must be 'clock' or 'none', not {timing!r}")
+        self.cassette = cassette if isinstance(cassette, Cassette) else load_cassette(cassette)
+        self.match = match
+        self.timing = timing
+        self.on_cancel_point = on_cancel_point
+        self._faults: dict[int, Fault] = {}
+        for fault in faults:
+            self.inject(fault)
+        self.requests: list[ModelRequest] = []
+        self.mismatches: list[CassetteMismatch] = []
+        self.open_streams = 0
+
+    def inject(self, fault: Fault) -> None:
+        """Add a fault (replacing any other fault on the same request)."""
+        self._faults[fault.request] = fault
+
+    def stream(self, request: ModelRequest) -> _ReplayStream:
+        step = len(self.requests)
+        self.requests.append(request)
+        records = self.cassette.records
+        record = records[step] if step < len(records) else None
+        mismatch = None
+        if record is not None and self.match == "strict":
+            if request_digest(request) != record.digest:
+                differences = request_differences(record.request, request)
+                if differences:
+                    mismatch = CassetteMismatch(step, differences)
+                    self.mismatches.append(mismatch)
+        return _ReplayStream(self, step, record, mismatch, self._faults.get(step))
+
+
+def _out_of_records(step: int, count: int) -> ev.Error:
+    return ev.Error(
+        message=AssistantMessage(
+            content=(),
+            stop_reason="error",
+            error_message=(
+                f"ReplayModel has no record left for request {step + 1} (the cassette has {count})"
+            ),
+        )
+    )
+
+
+def _final_message(record: CassetteRecord) -> AssistantMessage | None:
+    for item in reversed(record.events):
+        if type(item.event) is ev.Done or type(item.event) is ev.Error:
+            return item.event.message
+    return None
+
+
+def _partial(record: CassetteRecord, count: int) -> StreamAccumulator:
+    """An accumulator fed the record's first ``count`` events (a terminal one ignored)."""
+    final = _final_message(record)
+    acc = StreamAccumulator(
+        model=final.model if final else "", provider=final.provider if final else ""
+    )
+    for item in record.events[:count]:
+        acc.feed(item.event)
+    acc.final = None
+    return acc
+
+
+class _ReplayStream:
+    def __init__(
+        self,
+        model: ReplayModel,
+        step: int,
+        record: CassetteRecord | None,
+        mismatch: CassetteMismatch | None,
+        fault: Fault | None,
+    ) -> None:
+        self._model = model
+        self._step = step
+        self._record = record
+        self._mismatch = mismatch
+        self._fault = fault
+        self._i = 0
+        self._t0 = 0.0
+        self._finished = False
+
+    async def __aenter__(self) -> _ReplayStream:
+        await trio.lowlevel.checkpoint()
+        if self._mismatch is not None:
+            raise self._mismatch
+        self._t0 = trio.current_time()
+        self._model.open_streams += 1
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._model.open_streams -= 1
+
+    def __aiter__(self) -> _ReplayStream:
+        return self
+
+    async def _wait_until(self, at: float) -> None:
+        if self._model.timing == "clock":
+            await trio.sleep_until(self._t0 + at)
+        elif self._i == 0:
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
+
+    async def __anext__(self) -> ev.AssistantEvent:
+        record = self._record
+        if self._finished:
+            raise StopAsyncIteration
+        if record is None:
+            await self._wait_until(0.0)
+            self._finished = True
+            return _out_of_records(self._step, len(self._model.cassette.records))
+        i = self._i
+        events = record.events
+        fault = self._fault
+        if fault is not None and i == min(fault.event, len(events)):
+            at = events[i].at if i < len(events) else record.end.at
+            await self._wait_until(at)
+            if fault.kind == "stall":
+                # Nothing more, ever: only the consumer's cancel ends this stream.
+                await trio.sleep_forever()
+            return self._inject(fault, record)
+        if i < len(events):
+            await self._wait_until(events[i].at)
+            self._i = i + 1
+            return events[i].event
+        end = record.end
+        if end.kind in ("done", "error"):
+            self._finished = True
+            raise StopAsyncIteration
+        await self._wait_until(end.at)
+        self._finished = True
+        if end.kind == "raised":
+            raise _recorded_error(end.error_type, end.error_message)
+        if end.kind == "ended":
+            raise StopAsyncIteration
+        # cancelled / left: the original consumer went away here; so must this one.
+        reason = None
+        if self._model.on_cancel_point is not None:
+            reason = self._model.on_cancel_point(self._step)
+        if reason is not None:
+            # End as the loop's abort would have: the partial reply, stop reason
+            # ``aborted``, unfinished calls dropped and named.
+            return ev.Error(message=_partial(record, self._i).fail(reason, "aborted"))
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _inject(self, fault: Fault, record: CassetteRecord) -> ev.AssistantEvent:
+        self._finished = True
+        where = f"injected fault: {fault.describe()}"
+        if fault.kind == "raise":
+            raise InjectedFault(where)
+        if fault.kind == "cut":
+            raise StopAsyncIteration
+        if fault.kind == "error":
+            return ev.Error(message=_partial(record, self._i).fail(where))
+        raise AssertionError(f"unexpected fault kind {fault.kind!r}")  # pragma: no cover
