@@ -355,11 +355,21 @@ async def test_paths_that_stay_inside_are_allowed(
         "./README.md",
         str(root / "README.md"),
         str(root / "src" / ".." / "README.md"),
-        # Out through a symlink and back in: resolves inside.
-        f"to_root{root}/README.md",
     ):
         assert text_of(await run(tools, "read", path=path)) == expected, path
     assert text_of(await run(tools, "ls", path=str(root))).startswith("README.md\n")
+
+
+async def test_out_through_a_symlink_and_back_in_is_refused(
+    root: Path, escapes: Path, tools: dict[str, Tool]
+) -> None:
+    # Each step of a path must stay inside (as with openat2's RESOLVE_BENEATH): a walk
+    # that leaves through a symlink is refused even if it would come back in.
+    text = await fails(tools, "read", path=f"to_root{root}/README.md")
+    assert text.startswith(
+        f"Refused: to_root{root}/README.md goes through the symlink to_root (to /), which is "
+        "outside the workspace"
+    ), text
 
 
 async def test_root_given_through_a_symlink(tmp_path: Path, root: Path) -> None:

@@ -165,9 +165,13 @@ async def test_walks_stop_after_too_many_entries(
 
 async def test_grep_lists_matches_with_path_and_line(tools: dict[str, Tool]) -> None:
     out = await run(tools, "grep", pattern="TODO")
-    assert text_of(out) == "README.md:2: TODO: write docs\nsrc/pkg/util.py:2: # TODO: more"
+    assert text_of(out) == (
+        "README.md:2: TODO: write docs\nsrc/pkg/util.py:2: # TODO: more\n"
+        "[Skipped 1 binary file: logo.bin.]"
+    )
     assert out.details["files_searched"] == 4
     assert out.details["files_skipped"] == 1  # logo.bin: binary
+    assert out.details["skipped_binary"] == ["logo.bin"]
     out = await run(tools, "grep", pattern="todo", ignore_case=True, path="src")
     assert text_of(out) == "src/main.py:2:     pass  # todo later\nsrc/pkg/util.py:2: # TODO: more"
 
@@ -180,11 +184,12 @@ async def test_grep_one_file_and_anchors(tools: dict[str, Tool]) -> None:
 
 async def test_grep_messages(tools: dict[str, Tool]) -> None:
     assert text_of(await run(tools, "grep", pattern="nomatch")) == (
-        "No match for /nomatch/ in . (4 files searched)."
+        "No match for /nomatch/ in . (4 files searched).\n"
+        "[Skipped 1 binary file: logo.bin.]"
     )
     with pytest.raises(WorkspaceError) as info:
         await run(tools, "grep", pattern="(unclosed")
-    assert str(info.value).startswith("Invalid regular expression '(unclosed': missing ),")
+    assert str(info.value).startswith("Invalid regular expression '(unclosed': missing ):")
     with pytest.raises(WorkspaceError, match=r"^nope: no such file or directory\.$"):
         await run(tools, "grep", pattern="x", path="nope")
     with pytest.raises(WorkspaceError, match=r"^Refused: /etc is outside the workspace"):
@@ -204,7 +209,8 @@ async def test_grep_never_reads_through_a_symlink_out(root: Path, tools: dict[st
 async def test_grep_reads_links_inside(root: Path, tools: dict[str, Tool]) -> None:
     (root / "alias.md").symlink_to("docs/guide.md")
     assert text_of(await run(tools, "grep", pattern="nothing")) == (
-        "alias.md:1: nothing here\ndocs/guide.md:1: nothing here"
+        "alias.md:1: nothing here\ndocs/guide.md:1: nothing here\n"
+        "[Skipped 1 binary file: logo.bin.]"
     )
 
 
@@ -219,5 +225,5 @@ async def test_grep_caps_matches_and_line_length(
     assert lines[-1] == "[Stopped at 5 matches; narrow the pattern or the path to see the rest.]"
     assert out.details["truncated"] is True
     monkeypatch.setattr(_search, "MAX_GREP_MATCHES", 100)
-    last = text_of(await run(tools, "grep", pattern="hitx")).split("\n")[-1]
+    last = text_of(await run(tools, "grep", pattern="hitx", path="many.txt")).split("\n")[-1]
     assert last == "many.txt:11: hit" + "x" * (_search.MAX_GREP_LINE - 3) + " …"

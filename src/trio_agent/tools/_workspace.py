@@ -19,7 +19,7 @@ import trio
 from .._tools import Tool, ToolOutput
 from ._bash import DEFAULT_TIMEOUT, MAX_OUTPUT_CHARS, MAX_OUTPUT_LINES, run_bash
 from ._files import MAX_LINES, MAX_READ_CHARS, edit_file, list_dir, read_file, write_file
-from ._paths import Root
+from ._paths import Root, locate
 from ._search import MAX_FIND_RESULTS, MAX_GREP_MATCHES, SKIP_DIRS, find_paths, grep_files
 
 if TYPE_CHECKING:
@@ -260,53 +260,63 @@ class Workspace:
 
     # --- executes -----------------------------------------------------------------------
 
-    async def _read_only(
-        self, core: Callable[..., ToolOutput], path: str, *rest: Any
-    ) -> ToolOutput:
-        """Run ``core(real, shown, *rest)`` in a thread, ``real`` being ``path`` resolved.
+    async def _read_only(self, core: Callable[..., ToolOutput], *args: Any) -> ToolOutput:
+        """Run ``core(root, *args)`` in a thread; cancel abandons the thread.
 
-        Cancel abandons the thread: it has no side effect, and the search cores stop at
-        their next ``check``.
+        The thread has no side effect, and it stops at its next ``check``
+        (``trio.from_thread.check_cancelled``, passed last where the core takes it).
         """
-
-        def work() -> ToolOutput:
-            return core(self.root.resolve(path), path, *rest)
-
-        return await trio.to_thread.run_sync(work, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(
+            partial(core, self.root, *args), abandon_on_cancel=True
+        )
 
     async def _locked_write(
-        self, core: Callable[..., ToolOutput], path: str, *rest: Any
+        self, core: Callable[..., ToolOutput], path: str, *rest: Any, create: bool
     ) -> ToolOutput:
-        """Run ``core(real, shown, *rest)`` in a thread, holding ``real``'s write lock.
+        """Run ``core(root, path, *rest)`` in a thread, holding the file's write lock.
 
-        The thread is not abandoned on cancel: a write happens whole or not at all.
+        The lock is the file's path as resolved before the write (a symlink in the last
+        place followed; ``create`` makes the missing folders). The thread is not abandoned
+        on cancel: a write happens whole or not at all.
         """
-        real = await trio.to_thread.run_sync(self.root.resolve, path, abandon_on_cancel=True)
+
+        def key() -> str:
+            with locate(self.root, path, create=create) as at:
+                return at.key(self.root)
+
+        real = await trio.to_thread.run_sync(key, abandon_on_cancel=True)
         async with self.locks.hold(real):
-            return await trio.to_thread.run_sync(partial(core, real, path, *rest))
+            return await trio.to_thread.run_sync(partial(core, self.root, path, *rest))
 
     async def _read(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._read_only(read_file, args["path"], args.get("offset"), args.get("limit"))
+        return await self._read_only(
+            read_file,
+            args["path"],
+            args.get("offset"),
+            args.get("limit"),
+            trio.from_thread.check_cancelled,
+        )
 
     async def _write(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._locked_write(write_file, args["path"], args["content"])
+        return await self._locked_write(write_file, args["path"], args["content"], create=True)
 
     async def _edit(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._locked_write(edit_file, args["path"], args["old"], args["new"])
+        return await self._locked_write(
+            edit_file, args["path"], args["old"], args["new"], create=False
+        )
 
     async def _ls(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         return await self._read_only(list_dir, args.get("path") or ".")
 
     async def _find(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         return await self._read_only(
-            partial(find_paths, self.root, args["pattern"]),
-            args.get("path") or ".",
-            trio.from_thread.check_cancelled,
+            find_paths, args["pattern"], args.get("path") or ".", trio.from_thread.check_cancelled
         )
 
     async def _grep(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         return await self._read_only(
-            partial(grep_files, self.root, args["pattern"]),
+            grep_files,
+            args["pattern"],
             args.get("path") or ".",
             bool(args.get("ignore_case", False)),
             trio.from_thread.check_cancelled,
