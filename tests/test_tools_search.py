@@ -184,8 +184,7 @@ async def test_grep_one_file_and_anchors(tools: dict[str, Tool]) -> None:
 
 async def test_grep_messages(tools: dict[str, Tool]) -> None:
     assert text_of(await run(tools, "grep", pattern="nomatch")) == (
-        "No match for /nomatch/ in . (4 files searched).\n"
-        "[Skipped 1 binary file: logo.bin.]"
+        "No match for /nomatch/ in . (4 files searched).\n[Skipped 1 binary file: logo.bin.]"
     )
     with pytest.raises(WorkspaceError) as info:
         await run(tools, "grep", pattern="(unclosed")

@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from ._paths import Located, Root
 
 __all__ = [
+    "MAX_EDIT_BYTES",
     "MAX_LINES",
     "MAX_LINE_CHARS",
-    "MAX_EDIT_BYTES",
     "MAX_LS_ENTRIES",
     "MAX_READ_CHARS",
     "edit_file",

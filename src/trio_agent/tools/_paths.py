@@ -266,8 +266,8 @@ def _walk(
                 fds.append(_open_folder(fds[-1], part, create))
                 names.append(part)
                 continue
-            except _Link as link:
-                target = link.target
+            except _Link as found:
+                target = found.target
             link = ("/".join([*names, part]), target)
             links += 1
             if links > MAX_LINKS:

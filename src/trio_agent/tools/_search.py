@@ -295,9 +295,7 @@ def _files(n: int) -> str:
     return f"{n} file{_s(n)}"
 
 
-def find_paths(
-    root: Root, pattern: str, shown: str, check: Callable[[], None]
-) -> ToolOutput:
+def find_paths(root: Root, pattern: str, shown: str, check: Callable[[], None]) -> ToolOutput:
     """Root-relative paths under the folder ``shown`` matching the glob ``pattern``, sorted.
 
     Folders end in ``/``; at most :data:`MAX_FIND_RESULTS` are listed.
@@ -380,9 +378,7 @@ class _Skipped:
             notes.append(f"[Skipped {n} binary file{_s(n)}: {_names(self.binary)}.]")
         unreadable = self.unreadable + stats.unreadable
         if unreadable:
-            notes.append(
-                f"[Skipped {len(unreadable)} unreadable: {_names(unreadable)}.]"
-            )
+            notes.append(f"[Skipped {len(unreadable)} unreadable: {_names(unreadable)}.]")
         if stats.escaping_links:
             n = len(stats.escaping_links)
             notes.append(
@@ -472,8 +468,7 @@ def grep_files(
     notes = skipped.note(stats) + _walk_note(stats)
     if not out:
         return ToolOutput(
-            content=f"No match for /{pattern}/ in {shown} ({_files(searched)} searched)."
-            + notes,
+            content=f"No match for /{pattern}/ in {shown} ({_files(searched)} searched)." + notes,
             details=details,
         )
     text = "\n".join(out)
