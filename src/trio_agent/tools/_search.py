@@ -378,7 +378,8 @@ class _Skipped:
             notes.append(f"[Skipped {n} binary file{_s(n)}: {_names(self.binary)}.]")
         unreadable = self.unreadable + stats.unreadable
         if unreadable:
-            notes.append(f"[Skipped {len(unreadable)} unreadable: {_names(unreadable)}.]")
+            n = len(unreadable)
+            notes.append(f"[Skipped {n} unreadable or special file{_s(n)}: {_names(unreadable)}.]")
         if stats.escaping_links:
             n = len(stats.escaping_links)
             notes.append(
