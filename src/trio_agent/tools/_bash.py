@@ -66,7 +66,7 @@ MAX_PENDING_CHARS = 50_000
 """Output waiting for the next progress report is cut to about this many characters."""
 KILL_GRACE = 10.0
 """Seconds the runner gets to kill everything and exit before its group is SIGKILLed."""
-USES_RUNNER = sys.platform.startswith("linux")
+USES_RUNNER = sys.platform.startswith("linux") and bool(sys.executable)
 """Whether bash runs under the subreaper runner (Linux), which kills every descendant."""
 _RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
 KILLED_NOTE = (
