@@ -7,7 +7,6 @@ Each function takes the workspace :class:`Root` and the path as the model wrote 
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
 import secrets
@@ -80,18 +79,24 @@ def looks_binary(head: bytes) -> bool:
     return False
 
 
-def _cut_line(text: str, more: int = 0) -> str:
-    if len(text) <= MAX_LINE_CHARS and not more:
+def _cut_line(text: str, more_bytes: int = 0) -> str:
+    """``text`` cut to :data:`MAX_LINE_CHARS`, with a note on what is missing: in
+    characters when the whole line was read, in bytes when only its start was (a line
+    longer than ``_KEEP`` bytes is measured, never decoded)."""
+    if len(text) <= MAX_LINE_CHARS and not more_bytes:
         return text
-    missing = len(text) - MAX_LINE_CHARS + more
-    return f"{text[:MAX_LINE_CHARS]} … [line cut: {missing} more characters]"
+    shown = text[:MAX_LINE_CHARS]
+    if not more_bytes:
+        return f"{shown} … [line cut: {len(text) - MAX_LINE_CHARS} more characters]"
+    left = len(text[MAX_LINE_CHARS:].encode("utf-8", errors="replace")) + more_bytes
+    return f"{shown} … [line cut: {left} more bytes]"
 
 
 class _Lines:
     """The lines of an open file, read in bounded chunks (never a whole line at once).
 
-    Each line comes as its first :data:`_KEEP` bytes plus how many characters follow
-    them, so memory stays bounded whatever the file holds (one 1 GiB line included).
+    Each line comes as its first :data:`_KEEP` bytes plus how many bytes follow them, so
+    memory stays bounded whatever the file holds (one 1 GiB line included).
     ``check`` is called between chunks (a cancelled read stops there).
     """
 
@@ -110,44 +115,35 @@ class _Lines:
         if not chunk:
             self._eof = True
             return False
-        self._buf = self._buf[self._pos :] + chunk
+        self._buf = self._buf[self._pos :] + chunk if self._pos < len(self._buf) else chunk
         self._pos = 0
         return True
 
     def next(self, keep: bool = True) -> tuple[bytes, int] | None:
-        """The next line (without its newline) cut to :data:`_KEEP` bytes, and the number
-        of characters cut off; None at the end. ``keep=False`` skips the line cheaply."""
+        """The next line (without its newline) cut to :data:`_KEEP` bytes, and how many
+        bytes of it were left out; None at the end. ``keep=False`` keeps nothing. The
+        part left out is only measured, never copied or decoded."""
         head = bytearray()
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        cut = 0
-        primed = False
+        rest = 0
         seen = False
         while True:
             end = self._buf.find(b"\n", self._pos)
             stop = len(self._buf) if end < 0 else end
-            piece = self._buf[self._pos : stop]
-            if piece or end >= 0:
+            if stop > self._pos or end >= 0:
                 seen = True
+            room = _KEEP - len(head) if keep else 0
+            take = min(room, stop - self._pos)
+            if take > 0:
+                head += self._buf[self._pos : self._pos + take]
+            rest += stop - self._pos - max(take, 0)
             self._pos = stop if end < 0 else end + 1
-            if keep:
-                room = _KEEP - len(head)
-                if room > 0:
-                    head += piece[:room]
-                    piece = piece[room:]
-                if piece:
-                    if not primed:
-                        decoder.decode(bytes(head))  # start the count on a character edge
-                        primed = True
-                    cut += len(decoder.decode(piece))
             if end >= 0:
                 break
             if not self._fill():
                 if not seen:
                     return None
                 break
-        if primed:
-            cut += len(decoder.decode(b"", final=True))
-        return bytes(head), cut
+        return bytes(head), rest
 
     def count_rest(self) -> int:
         """Lines from here to the end (a last line without newline counts)."""
