@@ -402,3 +402,20 @@ async def test_find_and_grep_never_walk_out_while_a_folder_is_swapped(
     assert calls > 20
     assert found > 0
     assert leaks == 0
+
+
+async def test_find_names_folders_it_could_not_list(
+    root: Path, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tests run as root, where permissions do not stop a listing: a folder replaced by
+    # something else between listing and opening stands in.
+    real_open = os.open
+
+    def flaky_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if path == "docs" and kwargs.get("dir_fd") is not None:
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", flaky_open)
+    out = await run(tools, "find", pattern="*.md")
+    assert text_of(out) == "README.md\n[Could not list 1 folder: docs.]"

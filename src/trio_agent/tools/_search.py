@@ -298,7 +298,8 @@ def _files(n: int) -> str:
 def find_paths(root: Root, pattern: str, shown: str, check: Callable[[], None]) -> ToolOutput:
     """Root-relative paths under the folder ``shown`` matching the glob ``pattern``, sorted.
 
-    Folders end in ``/``; at most :data:`MAX_FIND_RESULTS` are listed.
+    Folders end in ``/``; at most :data:`MAX_FIND_RESULTS` are listed. Folders that
+    could not be listed are named in a note.
     """
     matches = compile_glob(pattern)
     top, names = open_dir(root, shown)
@@ -315,6 +316,10 @@ def find_paths(root: Root, pattern: str, shown: str, check: Callable[[], None]) 
     finally:
         os.close(top)
     found.sort()
+    note = _walk_note(stats)
+    if stats.unreadable:
+        n = len(stats.unreadable)
+        note += f"\n[Could not list {n} folder{_s(n)}: {_names(stats.unreadable)}.]"
     details = {
         "pattern": pattern,
         "count": len(found),
@@ -323,13 +328,13 @@ def find_paths(root: Root, pattern: str, shown: str, check: Callable[[], None]) 
     }
     if not found:
         return ToolOutput(
-            content=f"No path matches {pattern} under {shown}.{_walk_note(stats)}",
+            content=f"No path matches {pattern} under {shown}.{note}",
             details=details,
         )
     text = "\n".join(found)
     if more:
         text += f"\n\n[More than {MAX_FIND_RESULTS} matches; showing the first {MAX_FIND_RESULTS}.]"
-    return ToolOutput(content=text + _walk_note(stats), details=details)
+    return ToolOutput(content=text + note, details=details)
 
 
 def compile_regex(pattern: str, ignore_case: bool) -> re2._Regexp:
