@@ -419,3 +419,30 @@ async def test_find_names_folders_it_could_not_list(
     monkeypatch.setattr(os, "open", flaky_open)
     out = await run(tools, "find", pattern="*.md")
     assert text_of(out) == "README.md\n[Could not list 1 folder: docs.]"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts /proc/self/fd")
+async def test_no_descriptor_is_left_open(
+    root: Path, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "out").symlink_to("/etc")
+    (root / "lib").symlink_to("src/pkg")
+    writer = {t.name: t for t in workspace(root, allow_bash=False)}
+    before = sorted(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(_search, "MAX_GREP_MATCHES", 1)  # grep stops mid-walk
+    for name, args in [
+        ("find", {"pattern": "**"}),
+        ("grep", {"pattern": "TODO"}),
+        ("grep", {"pattern": "X", "path": "lib/util.py"}),
+        ("grep", {"pattern": "x", "path": "out/passwd"}),
+        ("ls", {"path": "src"}),
+        ("ls", {"path": "nope"}),
+        ("read", {"path": "README.md"}),
+        ("read", {"path": "out/hostname"}),
+        ("write", {"path": "new/dir/f.txt", "content": "x"}),
+        ("edit", {"path": "new/dir/f.txt", "old": "x", "new": "y"}),
+        ("edit", {"path": "new/dir/f.txt", "old": "x", "new": "y"}),
+    ]:
+        with contextlib.suppress(WorkspaceError):
+            await run(writer, name, **args)
+    assert sorted(os.listdir("/proc/self/fd")) == before

@@ -35,7 +35,7 @@ from ._paths import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Generator, Iterator
 
     from ._paths import Root
 
@@ -153,7 +153,7 @@ class WalkStats:
 
 def _walk(
     root: Root, top: int, names: list[str], stats: WalkStats, check: Callable[[], None]
-) -> Iterator[tuple[str, bool, Opener]]:
+) -> Generator[tuple[str, bool, Opener]]:
     """Yield ``(root-relative path, is_dir, opener)`` for everything under the folder
     ``top`` (a descriptor, which stays the caller's), whose components are ``names``.
 
@@ -262,6 +262,11 @@ def _walk(
             os.close(fd)
 
 
+def _one(rel: str, fd: int, shown: str) -> Generator[tuple[str, bool, Opener]]:
+    """The walk of a single file: itself, opened again through its descriptor."""
+    yield rel, False, partial(check_regular, os.dup(fd), shown)
+
+
 def _no_open() -> int:
     raise IsADirectoryError(errno.EISDIR, "is a directory")
 
@@ -307,13 +312,15 @@ def find_paths(root: Root, pattern: str, shown: str, check: Callable[[], None]) 
     found: list[str] = []
     more = False
     try:
-        for rel, is_dir, _ in _walk(root, top, names, stats, check):
+        walk = _walk(root, top, names, stats, check)
+        for rel, is_dir, _ in walk:
             if matches(rel):
                 if len(found) == MAX_FIND_RESULTS:
                     more = True
                     break
                 found.append(rel + "/" if is_dir else rel)
     finally:
+        walk.close()  # its descriptors now, not when it is collected
         os.close(top)
     found.sort()
     note = _walk_note(stats)
@@ -417,11 +424,14 @@ def grep_files(
     searched = 0
     more = False
     try:
-        if stat.S_ISDIR(os.fstat(top).st_mode):
-            files: Iterator[tuple[str, bool, Opener]] = _walk(root, top, names, stats, check)
-        else:
-            one = root.display(names)
-            files = iter([(one, False, partial(check_regular, os.dup(top), shown))])
+        folder = stat.S_ISDIR(os.fstat(top).st_mode)
+    except OSError as exc:
+        os.close(top)
+        raise os_error(exc, shown) from None
+    files = (
+        _walk(root, top, names, stats, check) if folder else _one(root.display(names), top, shown)
+    )
+    try:
         for rel, is_dir, opener in files:
             if is_dir:
                 continue
@@ -459,6 +469,7 @@ def grep_files(
                 break
             check()
     finally:
+        files.close()  # its descriptors now, not when it is collected
         os.close(top)
     details = {
         "pattern": pattern,
