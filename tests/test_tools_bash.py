@@ -9,6 +9,7 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -414,3 +415,54 @@ async def test_a_slow_consumer_does_not_hold_the_command(bash: Tool) -> None:
     assert out.details["lines"] == 200_000
     assert len(progress) <= took / 0.2 + 2
     assert str(progress[-1]).endswith("200000")
+
+
+HOLDER = """
+import sys, trio
+from trio_agent import ToolCall, ToolContext
+from trio_agent.tools import workspace
+
+(bash,) = (t for t in workspace(sys.argv[1]) if t.name == "bash")
+args = {"command": sys.argv[2]}
+call = ToolCall(id="b1", name="bash", arguments=args)
+
+async def report(partial):
+    print(partial, flush=True)
+
+async def main():
+    await bash.execute(call, args, ToolContext(call=call, report=report))
+
+trio.run(main)
+"""
+
+
+@pytest.mark.skipif(not USES_RUNNER, reason="the subreaper runner is Linux-only")
+async def test_everything_dies_when_the_agent_process_is_killed(
+    tmp_path: Path, reap_escapers: list[int]
+) -> None:
+    # The agent's process is SIGKILLed mid-command (no cleanup runs in it): the runner
+    # notices its parent is gone and kills every process the command started.
+    command = escapers(tmp_path, "echo ready; sleep 30")
+    seen = ""
+    with trio.fail_after(10):
+        holder = await trio.lowlevel.open_process(
+            [sys.executable, "-c", HOLDER, str(tmp_path), command], stdout=subprocess.PIPE
+        )
+        assert holder.stdout is not None
+        try:
+            while "ready\n" not in seen:
+                chunk = await holder.stdout.receive_some()
+                assert chunk, seen
+                seen += chunk.decode()
+            pids = escaped_pids(seen.split("\n"))
+            reap_escapers.extend(pids.values())
+        finally:
+            holder.kill()
+            with trio.move_on_after(5, shield=True):
+                await holder.wait()
+                await holder.stdout.aclose()
+        for _ in range(300):  # polling /proc: there is nothing to wait on
+            if not any(alive(pid) for pid in pids.values()):
+                break
+            await trio.sleep(0.01)
+    assert {name: alive(pid) for name, pid in pids.items()} == dict.fromkeys(pids, False)
