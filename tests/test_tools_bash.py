@@ -34,7 +34,6 @@ from trio_agent import (
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import WorkspaceError, workspace
 from trio_agent.tools._bash import (
-    DRAIN_TIMEOUT,
     MAX_OUTPUT_LINES,
     PROGRESS_INTERVAL,
     USES_RUNNER,
@@ -325,7 +324,6 @@ async def test_processes_that_left_the_group_die_when_the_shell_exits(
     tmp_path: Path, bash: Tool, reap_escapers: list[int]
 ) -> None:
     progress: list[Any] = []
-    start = trio.current_time()
     with trio.fail_after(5):
         out = await run(bash, progress, command=escapers(tmp_path, "echo done"))
     pids = escaped_pids(progress)
@@ -334,7 +332,6 @@ async def test_processes_that_left_the_group_die_when_the_shell_exits(
     assert out.content.endswith("done\n\n[exit code 0]")
     # Gone when the call returns: no polling, no drain wait.
     assert {name: alive(pid) for name, pid in pids.items()} == dict.fromkeys(pids, False)
-    assert trio.current_time() - start < DRAIN_TIMEOUT + 1
 
 
 @pytest.mark.skipif(not USES_RUNNER, reason="the subreaper runner is Linux-only")

@@ -297,7 +297,7 @@ async def test_a_catastrophic_pattern_ends_within_the_tool_timeout_and_the_loop_
     assert res.text == "No match for /^(a+)+$/ in evil.txt (1 file searched)."
     assert took < tool_timeout
     gaps = [b - a for a, b in itertools.pairwise(ticks)]
-    assert max(gaps) < 0.5
+    assert max(gaps) < 1.0  # a backtracking engine freezes every task for ~19 s here
 
 
 async def test_a_pattern_re2_refuses_is_a_clear_error(tools: dict[str, Tool]) -> None:
