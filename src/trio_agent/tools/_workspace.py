@@ -214,8 +214,8 @@ class Workspace:
                 label="List folder",
                 description=(
                     "List a folder's entries, sorted; folders end in /, symlinks in @. A name "
-                    "that is not UTF-8 shows each bad byte as \\xNN (a backslash as \\\\); "
-                    "give it back in that form."
+                    "that is not UTF-8 shows each bad byte as \\xNN (and a backslash in it "
+                    "as \\\\); every file tool takes the name back in that form."
                 ),
                 parameters=_schema({"path": {**_PATH, "default": "."}}, []),
                 execute=self._ls,
