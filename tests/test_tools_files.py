@@ -700,3 +700,11 @@ async def test_names_that_are_not_utf8_are_shown_escaped_and_found_again(
     await run(tools, "edit", path="caf\\xe9.txt", old="bonjour", new="salut")
     assert (root / odd).read_text() == "salut\n"
     assert text_of(await run(tools, "read", path="b\\\\ck\\xff")) == "b\\\\ck\\xff is empty."
+
+
+async def test_write_a_file_with_the_longest_name(root: Path, tools: dict[str, Tool]) -> None:
+    name = "é" * 127  # 254 bytes: the temporary file's name must still fit
+    await run(tools, "write", path=name, content="x")
+    await run(tools, "write", path=name, content="y")
+    assert (root / name).read_text() == "y"
+    assert sorted(os.listdir(root)) == sorted(["README.md", "src", name])

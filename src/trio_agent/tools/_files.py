@@ -268,7 +268,8 @@ def replace_file(at: Located, shown: str, data: bytes, old: os.stat_result | Non
         WorkspaceError: the write failed (disk full, file too large, permissions…); the
             temporary file is removed and the old file is untouched, as the message says.
     """
-    tmp = f".{at.name[:200]}.{secrets.token_hex(4)}.tmp"
+    # At most 214 bytes: a temporary name stays within the 255-byte limit of a name.
+    tmp = f".{os.fsdecode(os.fsencode(at.name)[:200])}.{secrets.token_hex(4)}.tmp"
     try:
         fd = os.open(tmp, _TMP_FLAGS, 0o666, dir_fd=at.folder)
     except OSError as exc:
