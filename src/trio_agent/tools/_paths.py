@@ -154,7 +154,7 @@ class Root:
         if self.contains(real):  # out through a link and back in: name the link
             where = f"the symlink {show_name(link[0])} (to {show_name(link[1])})"
         else:
-            where = f"a symlink to {real}"
+            where = f"a symlink to {show_name(real)}"
         return Refused(
             f"Refused: {user_path} goes through {where}, which is outside the "
             f"workspace ({self.path}). Only paths inside it can be used."
