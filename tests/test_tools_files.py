@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import stat
+import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,7 +28,7 @@ from trio_agent import (
 )
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import WorkspaceError, workspace
-from trio_agent.tools._files import MAX_LINE_CHARS, MAX_LINES, MAX_READ_CHARS
+from trio_agent.tools._files import MAX_EDIT_BYTES, MAX_LINE_CHARS, MAX_LINES, MAX_READ_CHARS
 from trio_agent.tools._workspace import Workspace
 
 if TYPE_CHECKING:
@@ -355,11 +359,21 @@ async def test_paths_that_stay_inside_are_allowed(
         "./README.md",
         str(root / "README.md"),
         str(root / "src" / ".." / "README.md"),
-        # Out through a symlink and back in: resolves inside.
-        f"to_root{root}/README.md",
     ):
         assert text_of(await run(tools, "read", path=path)) == expected, path
     assert text_of(await run(tools, "ls", path=str(root))).startswith("README.md\n")
+
+
+async def test_out_through_a_symlink_and_back_in_is_refused(
+    root: Path, escapes: Path, tools: dict[str, Tool]
+) -> None:
+    # Each step of a path must stay inside (as with openat2's RESOLVE_BENEATH): a walk
+    # that leaves through a symlink is refused even if it would come back in.
+    text = await fails(tools, "read", path=f"to_root{root}/README.md")
+    assert text.startswith(
+        f"Refused: to_root{root}/README.md goes through the symlink to_root (to /), which is "
+        "outside the workspace"
+    ), text
 
 
 async def test_root_given_through_a_symlink(tmp_path: Path, root: Path) -> None:
@@ -469,3 +483,228 @@ async def test_refusals_reach_the_model_as_error_results(escapes: Path) -> None:
     # "1" was converted to an integer by the schema-driven argument conversion.
     assert not r3.is_error
     assert r3.text.startswith("     1\t# Demo")
+
+
+# --- races, hard links, full disks, huge files, odd names -------------------------------
+
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+
+
+def _renameat2() -> Any:
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        fn = libc.renameat2
+    except AttributeError:
+        pytest.skip("no renameat2 in this C library")
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return fn
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux-only")
+async def test_a_folder_swapped_for_a_symlink_mid_call_never_leads_outside(
+    tmp_path: Path, root: Path
+) -> None:
+    # A thread swaps the folder d with a symlink to outside, atomically and again and
+    # again, while write d/x and read d/x run in a loop. Checking a resolved path and
+    # opening it again by name lets some calls through to outside; walking from
+    # descriptor to descriptor lets none.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x").write_text("OUTSIDE")
+    (root / "d").mkdir()
+    (root / "d" / "x").write_text("inside")
+    (root / "s").symlink_to(outside)
+    renameat2 = _renameat2()
+    a, b = os.fsencode(root / "d"), os.fsencode(root / "s")
+    stop = threading.Event()
+    swaps = 0
+
+    def swap() -> None:
+        nonlocal swaps
+        while not stop.is_set():
+            if renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0:
+                raise OSError(ctypes.get_errno(), "renameat2")
+            swaps += 1
+
+    tools = {t.name: t for t in workspace(root, allow_bash=False)}
+    reads = writes = read_escapes = 0
+    thread = threading.Thread(target=swap)
+    thread.start()
+    try:
+        with trio.fail_after(30):
+            end = trio.current_time() + 3
+            i = 0
+            await trio.lowlevel.checkpoint()
+            while trio.current_time() < end:
+                i += 1
+                with contextlib.suppress(WorkspaceError):
+                    await run(tools, "write", path="d/x", content=f"w{i}")
+                    writes += 1
+                with contextlib.suppress(WorkspaceError):
+                    text = text_of(await run(tools, "read", path="d/x"))
+                    reads += 1
+                    read_escapes += "OUTSIDE" in text
+    finally:
+        stop.set()
+        thread.join()
+    assert swaps > 1000
+    assert reads > 50
+    assert writes > 50
+    assert read_escapes == 0
+    assert sorted(os.listdir(outside)) == ["x"]
+    assert (outside / "x").read_text() == "OUTSIDE"
+
+
+async def test_writing_a_hard_link_to_outside_replaces_the_link_not_the_file(
+    tmp_path: Path, root: Path, tools: dict[str, Tool]
+) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("keep me\n")
+    os.link(outside, root / "hl.txt")
+    os.link(outside, root / "hl2.txt")
+    # Reading is allowed: a hard link is the file itself, and making one needs access
+    # to the file already.
+    assert text_of(await run(tools, "read", path="hl.txt")) == "     1\tkeep me"
+    await run(tools, "write", path="hl.txt", content="pwned\n")
+    await run(tools, "edit", path="hl2.txt", old="keep", new="pwned")
+    assert outside.read_text() == "keep me\n"
+    assert (root / "hl.txt").read_text() == "pwned\n"
+    assert (root / "hl2.txt").read_text() == "pwned me\n"
+    assert outside.stat().st_nlink == 1
+
+
+async def test_write_keeps_the_mode_and_leaves_no_temporary_file(
+    root: Path, tools: dict[str, Tool]
+) -> None:
+    script = root / "run.sh"
+    script.write_text("echo a\n")
+    script.chmod(0o750)
+    await run(tools, "edit", path="run.sh", old="a", new="b")
+    await run(tools, "write", path="run.sh", content="echo c\n")
+    assert script.read_text() == "echo c\n"
+    assert stat.S_IMODE(script.stat().st_mode) == 0o750
+    assert sorted(os.listdir(root)) == ["README.md", "run.sh", "src"]
+
+
+# Run in a child process: RLIMIT_FSIZE stands in for a full disk (files cannot grow past
+# 64 KiB) without limiting the test process.
+FULL_DISK = """
+import functools, resource, sys, trio
+from trio_agent import ToolCall, ToolContext
+from trio_agent.tools import WorkspaceError, workspace
+
+tools = {t.name: t for t in workspace(sys.argv[1], allow_bash=False)}
+resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+async def call(name, **args):
+    c = ToolCall(id="c", name=name, arguments=args)
+    async def report(p): pass
+    try:
+        out = await tools[name].execute(c, args, ToolContext(call=c, report=report))
+        print("ok", out.content)
+    except WorkspaceError as exc:
+        print("error", exc)
+
+for name, args in [
+    ("edit", {"path": "big.txt", "old": "line 1\\n", "new": "line one\\n"}),
+    ("write", {"path": "big.txt", "content": "x" * 100_000}),
+    ("write", {"path": "new.txt", "content": "x" * 100_000}),
+]:
+    trio.run(functools.partial(call, name, **args))
+"""
+
+
+async def test_a_write_that_fails_leaves_the_file_whole(root: Path) -> None:
+    big = root / "big.txt"
+    big.write_text("".join(f"line {i}\n" for i in range(1, 14_000)))
+    before = big.read_bytes()
+    assert len(before) > 65536
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, "-c", FULL_DISK, str(root)], capture_stdout=True, check=True
+        )
+    lines = done.stdout.decode().splitlines()
+    assert lines == [
+        "error Could not write big.txt: File too large. Nothing was written: big.txt was "
+        "left unchanged.",
+        "error Could not write big.txt: File too large. Nothing was written: big.txt was "
+        "left unchanged.",
+        "error Could not write new.txt: File too large. Nothing was written: new.txt was "
+        "not created.",
+    ]
+    assert big.read_bytes() == before
+    assert sorted(os.listdir(root)) == ["README.md", "big.txt", "src"]
+
+
+SPARSE_READ = """
+import sys, time, trio
+from trio_agent import ToolCall, ToolContext
+from trio_agent.tools import workspace
+
+(read,) = (t for t in workspace(sys.argv[1], allow_bash=False) if t.name == "read")
+args = {"path": "huge.txt", "limit": 1}
+c = ToolCall(id="c", name="read", arguments=args)
+async def report(p): pass
+async def main():
+    return await read.execute(c, args, ToolContext(call=c, report=report))
+start = time.monotonic()
+out = trio.run(main)
+took = time.monotonic() - start
+# The peak of this process image (ru_maxrss would carry the forking parent's over).
+with open("/proc/self/status") as f:
+    peak = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))  # KiB
+print(peak, round(took, 2))
+print(out.content[-80:])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+async def test_reading_a_huge_line_stays_in_bounded_memory(root: Path) -> None:
+    # 1 GiB, sparse: 9 KB of text and no newline. The line is cut before it is decoded,
+    # so memory stays small; the note still counts every byte cut.
+    (root / "huge.txt").write_bytes(b"t" * 9000)
+    os.truncate(root / "huge.txt", 1 << 30)  # sparse
+    with trio.fail_after(120):
+        done = await trio.run_process(
+            [sys.executable, "-c", SPARSE_READ, str(root)], capture_stdout=True, check=True
+        )
+    first, text = done.stdout.decode().split("\n", 1)
+    peak_kib = int(first.split()[0])
+    assert peak_kib < 150 * 1024, first
+    missing = (1 << 30) - MAX_LINE_CHARS
+    assert text.rstrip("\n").endswith(f"… [line cut: {missing} more bytes]")
+
+
+async def test_edit_refuses_a_file_over_the_cap(root: Path, tools: dict[str, Tool]) -> None:
+    (root / "big.log").write_bytes(b"TODO\n")
+    os.truncate(root / "big.log", MAX_EDIT_BYTES + 1)  # sparse
+    text = await fails(tools, "edit", path="big.log", old="TODO", new="done")
+    assert text == (
+        f"big.log is {MAX_EDIT_BYTES + 1} bytes; edit changes files up to 10 MB. "
+        "Use bash (for example sed) for it."
+    )
+
+
+async def test_names_that_are_not_utf8_are_shown_escaped_and_found_again(
+    root: Path, tools: dict[str, Tool]
+) -> None:
+    odd = os.fsdecode(b"caf\xe9.txt")
+    (root / odd).write_text("bonjour\n")
+    (root / os.fsdecode(b"b\\ck\xff")).write_text("")  # a backslash in such a name
+    out = await run(tools, "ls")
+    assert text_of(out) == "\n".join(["README.md", "b\\\\ck\\xff", "caf\\xe9.txt", "src/"])
+    assert out.details["files"] == ["README.md", "b\\\\ck\\xff", "caf\\xe9.txt"]
+    # The name as ls shows it works in every file tool.
+    assert text_of(await run(tools, "read", path="caf\\xe9.txt")) == "     1\tbonjour"
+    await run(tools, "edit", path="caf\\xe9.txt", old="bonjour", new="salut")
+    assert (root / odd).read_text() == "salut\n"
+    assert text_of(await run(tools, "read", path="b\\\\ck\\xff")) == "b\\\\ck\\xff is empty."
+
+
+async def test_write_a_file_with_the_longest_name(root: Path, tools: dict[str, Tool]) -> None:
+    name = "é" * 127  # 254 bytes: the temporary file's name must still fit
+    await run(tools, "write", path=name, content="x")
+    await run(tools, "write", path=name, content="y")
+    assert (root / name).read_text() == "y"
+    assert sorted(os.listdir(root)) == sorted(["README.md", "src", name])

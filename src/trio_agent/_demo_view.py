@@ -271,10 +271,12 @@ class LiveView:
                 self.line(s.dim(f"  {s.run} {label}"))
         elif kind is ev.ToolExecutionUpdate:
             assert isinstance(event, ev.ToolExecutionUpdate)
-            n = self._progress.get(event.call_id, 0) + 1
-            self._progress[event.call_id] = n
-            if n <= MAX_PROGRESS_SHOWN:
-                self.line(s.dim(f"    {s.bar} {_cut(str(event.partial), 100)}"))
+            # One update may carry several lines (bash merges lines between reports).
+            for text in str(event.partial).split("\n"):
+                n = self._progress.get(event.call_id, 0) + 1
+                self._progress[event.call_id] = n
+                if n <= MAX_PROGRESS_SHOWN:
+                    self.line(s.dim(f"    {s.bar} {_cut(text, 100)}"))
         elif kind is ev.ToolExecutionEnd:
             assert isinstance(event, ev.ToolExecutionEnd)
             label, start = self._running.pop(event.call_id, (event.tool_name, trio.current_time()))

@@ -1,7 +1,8 @@
 """``workspace(root)``: the file and shell tools a coding agent needs, confined to a folder.
 
-Every tool resolves its paths with :class:`Root` (see ``_paths``) and does its file
-work in one worker thread per call, so the trio loop never waits on the disk. Read-only
+Every tool opens its paths beneath the root one component at a time, from descriptor to
+descriptor (see ``_paths``), and does its file work in one worker thread per call, so
+the trio loop never waits on the disk. Read-only
 tools (read, ls, find, grep) abandon their thread when cancelled (it has no side effect
 and stops soon after); write and edit wait for their thread, so a cancelled write either
 happened whole or not at all. Writes and edits of one file are serialized by a per-path
@@ -17,10 +18,23 @@ from typing import TYPE_CHECKING, Any, final
 import trio
 
 from .._tools import Tool, ToolOutput
-from ._bash import DEFAULT_TIMEOUT, MAX_OUTPUT_CHARS, MAX_OUTPUT_LINES, run_bash
+from ._bash import (
+    DEFAULT_TIMEOUT,
+    MAX_OUTPUT_CHARS,
+    MAX_OUTPUT_LINES,
+    USES_RUNNER,
+    run_bash,
+)
 from ._files import MAX_LINES, MAX_READ_CHARS, edit_file, list_dir, read_file, write_file
-from ._paths import Root
-from ._search import MAX_FIND_RESULTS, MAX_GREP_MATCHES, SKIP_DIRS, find_paths, grep_files
+from ._paths import Root, locate
+from ._search import (
+    MAX_FIND_RESULTS,
+    MAX_GREP_FILE,
+    MAX_GREP_MATCHES,
+    SKIP_DIRS,
+    find_paths,
+    grep_files,
+)
 
 if TYPE_CHECKING:
     import os
@@ -30,7 +44,18 @@ if TYPE_CHECKING:
     from .._messages import ToolCall
     from .._tools import ToolContext
 
-__all__ = ["PathLocks", "Workspace", "workspace"]
+__all__ = ["BASH_KILLS", "PathLocks", "Workspace", "workspace"]
+
+BASH_KILLS = (
+    "When the command ends, times out or is cancelled, every process it started is "
+    "killed, also ones that left its process group (setsid, nohup, daemons); only "
+    "processes started through another service (systemd-run, at, a container runtime) "
+    "are out of reach."
+    if USES_RUNNER
+    else "When the command ends, times out or is cancelled, its process group is killed; "
+    "a process that left the group (setsid, a daemon) is not."
+)
+"""What the bash tool's description says it kills (it depends on the system)."""
 
 
 class _Entry:
@@ -187,7 +212,11 @@ class Workspace:
             Tool(
                 name="ls",
                 label="List folder",
-                description=("List a folder's entries, sorted; folders end in /, symlinks in @."),
+                description=(
+                    "List a folder's entries, sorted; folders end in /, symlinks in @. A name "
+                    "that is not UTF-8 shows each bad byte as \\xNN (and a backslash in it "
+                    "as \\\\); every file tool takes the name back in that form."
+                ),
                 parameters=_schema({"path": {**_PATH, "default": "."}}, []),
                 execute=self._ls,
             ),
@@ -212,9 +241,11 @@ class Workspace:
                 name="grep",
                 label="Search text",
                 description=(
-                    "Search files for lines matching a Python regular expression; prints "
-                    f"path:line: text. At most {MAX_GREP_MATCHES} matches; binary files and "
-                    "the folders find skips are skipped."
+                    "Search files for lines matching a regular expression (RE2 syntax: like "
+                    "Python's, without backreferences or look-around); prints path:line: "
+                    f"text. At most {MAX_GREP_MATCHES} matches. Files over "
+                    f"{MAX_GREP_FILE // (1 << 20)} MB, binary and unreadable files are skipped "
+                    "and named in a note; the folders find skips are not entered."
                 ),
                 parameters=_schema(
                     {
@@ -239,8 +270,9 @@ class Workspace:
                         "Run a bash command in the workspace folder (stdin is empty). "
                         "Returns its output (stdout and stderr, the last "
                         f"{MAX_OUTPUT_LINES} lines or {MAX_OUTPUT_CHARS} characters) and "
-                        "exit code; a non-zero exit is an error. Every process it started "
-                        "is killed when it ends or times out."
+                        f"exit code; a non-zero exit is an error. {BASH_KILLS} It runs with "
+                        "the user's rights and is not confined to the workspace folder (the "
+                        "file tools are)."
                     ),
                     parameters=_schema(
                         {
@@ -260,53 +292,63 @@ class Workspace:
 
     # --- executes -----------------------------------------------------------------------
 
-    async def _read_only(
-        self, core: Callable[..., ToolOutput], path: str, *rest: Any
-    ) -> ToolOutput:
-        """Run ``core(real, shown, *rest)`` in a thread, ``real`` being ``path`` resolved.
+    async def _read_only(self, core: Callable[..., ToolOutput], *args: Any) -> ToolOutput:
+        """Run ``core(root, *args)`` in a thread; cancel abandons the thread.
 
-        Cancel abandons the thread: it has no side effect, and the search cores stop at
-        their next ``check``.
+        The thread has no side effect, and it stops at its next ``check``
+        (``trio.from_thread.check_cancelled``, passed last where the core takes it).
         """
-
-        def work() -> ToolOutput:
-            return core(self.root.resolve(path), path, *rest)
-
-        return await trio.to_thread.run_sync(work, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(
+            partial(core, self.root, *args), abandon_on_cancel=True
+        )
 
     async def _locked_write(
-        self, core: Callable[..., ToolOutput], path: str, *rest: Any
+        self, core: Callable[..., ToolOutput], path: str, *rest: Any, create: bool
     ) -> ToolOutput:
-        """Run ``core(real, shown, *rest)`` in a thread, holding ``real``'s write lock.
+        """Run ``core(root, path, *rest)`` in a thread, holding the file's write lock.
 
-        The thread is not abandoned on cancel: a write happens whole or not at all.
+        The lock is the file's path as resolved before the write (a symlink in the last
+        place followed; ``create`` makes the missing folders). The thread is not abandoned
+        on cancel: a write happens whole or not at all.
         """
-        real = await trio.to_thread.run_sync(self.root.resolve, path, abandon_on_cancel=True)
+
+        def key() -> str:
+            with locate(self.root, path, create=create) as at:
+                return at.key(self.root)
+
+        real = await trio.to_thread.run_sync(key, abandon_on_cancel=True)
         async with self.locks.hold(real):
-            return await trio.to_thread.run_sync(partial(core, real, path, *rest))
+            return await trio.to_thread.run_sync(partial(core, self.root, path, *rest))
 
     async def _read(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._read_only(read_file, args["path"], args.get("offset"), args.get("limit"))
+        return await self._read_only(
+            read_file,
+            args["path"],
+            args.get("offset"),
+            args.get("limit"),
+            trio.from_thread.check_cancelled,
+        )
 
     async def _write(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._locked_write(write_file, args["path"], args["content"])
+        return await self._locked_write(write_file, args["path"], args["content"], create=True)
 
     async def _edit(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._locked_write(edit_file, args["path"], args["old"], args["new"])
+        return await self._locked_write(
+            edit_file, args["path"], args["old"], args["new"], create=False
+        )
 
     async def _ls(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         return await self._read_only(list_dir, args.get("path") or ".")
 
     async def _find(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         return await self._read_only(
-            partial(find_paths, self.root, args["pattern"]),
-            args.get("path") or ".",
-            trio.from_thread.check_cancelled,
+            find_paths, args["pattern"], args.get("path") or ".", trio.from_thread.check_cancelled
         )
 
     async def _grep(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         return await self._read_only(
-            partial(grep_files, self.root, args["pattern"]),
+            grep_files,
+            args["pattern"],
             args.get("path") or ".",
             bool(args.get("ignore_case", False)),
             trio.from_thread.check_cancelled,
@@ -326,11 +368,17 @@ def workspace(root: str | os.PathLike[str], *, allow_bash: bool = True) -> tuple
     """The workspace tools for the folder ``root``: read, write, edit, ls, find, grep and
     (unless ``allow_bash=False``) bash.
 
-    Every path is resolved, symlinks included, against ``root``; a path that resolves
-    outside is refused with an error result, one that stays inside is allowed (also
-    ``..`` or an absolute path). find and grep never follow a symlink out. Writes to one
-    file are serialized across every run using these tools; different files are written
-    in parallel. A tool's failure is an ``Exception`` whose message is the error result.
+    Every path is opened beneath ``root`` one component at a time, from folder
+    descriptor to folder descriptor, so that no path — and no symlink swapped in while a
+    tool runs — leads outside; a path that would is refused with an error result. ``..``
+    and absolute paths that stay inside are allowed, and a symlink inside is followed
+    under the same rules (each step must stay inside). find and grep never follow a
+    symlink out. write and edit replace a file atomically (a temporary file in the same
+    folder, flushed, renamed over it): a failure leaves the old file whole, and a hard
+    link to a file outside is replaced, never written through. Writes to one file are
+    serialized across every run using these tools; different files are written in
+    parallel. bash runs with the user's rights and is not confined to ``root``. A
+    tool's failure is an ``Exception`` whose message is the error result.
 
     Raises:
         NotADirectoryError: ``root`` is not an existing folder.
