@@ -163,12 +163,12 @@ class open_mcp_tools:
 
 
 def _check_unique(connections: Sequence[McpConnection]) -> None:
-    owner: dict[str, str] = {}
+    owner: dict[str, McpConnection] = {}
     for connection in connections:
         for tool in connection.tools:
-            first = owner.setdefault(tool.name, connection.name)
-            if first != connection.name:
+            first = owner.setdefault(tool.name, connection)
+            if first is not connection:
                 raise McpServerError(
-                    f"the MCP servers {first} and {connection.name} both offer a tool named "
-                    f"{tool.name!r}: give them different prefixes"
+                    f"the MCP servers {first.name} and {connection.name} both offer a tool "
+                    f"named {tool.name!r}: give them different prefixes"
                 )
