@@ -138,7 +138,7 @@ class open_mcp_tools:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> None:
         assert self._nursery_cm is not None
         assert self._nursery is not None
         assert self._tools is not None
@@ -157,9 +157,8 @@ class open_mcp_tools:
             await nursery_cm.__aexit__(None, None, None)  # noqa: ASYNC102
         except BaseException as group:  # noqa: ASYNC103 - re-raised unless the body's wins
             if exc is not None and isinstance(_leaf(group), trio.Cancelled):
-                return False  # noqa: ASYNC104 - the body's own exception propagates instead
+                return  # noqa: ASYNC104 - the body's own exception propagates instead
             raise
-        return False
 
 
 def _check_unique(connections: Sequence[McpConnection]) -> None:
