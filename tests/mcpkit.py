@@ -100,6 +100,7 @@ def log_lines(log: Path) -> list[str]:
 async def wait_for_line(log: Path, line: str, seconds: float = 10.0) -> None:
     """Wait (real clock, polling) until ``line`` is in ``log``."""
     with trio.fail_after(seconds):
+        await trio.lowlevel.checkpoint()
         while line not in log_lines(log):  # noqa: ASYNC110 - another process writes it
             await trio.sleep(0.02)
 

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -53,7 +54,6 @@ from trio_agent.testing import ScriptedModel, assert_run_invariants
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
-    from pathlib import Path
 
     from trio_agent import AgentEvent, AgentRun, AgentRunResult, Model, Tool
 
@@ -450,3 +450,20 @@ def test_the_core_and_the_cli_never_import_mcp() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_the_example_program_runs(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "mcp_tools.py"
+    done = subprocess.run(
+        [sys.executable, str(example)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("MCP tools: srv__echo, srv__add, ")
+    assert "srv__crash" not in lines[0]
+    assert lines[1:] == ["srv__add -> 42", "answer: 2 + 40 = 42"]
