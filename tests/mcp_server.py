@@ -96,7 +96,11 @@ async def grow(name: str, ctx: Context) -> str:
         return text
 
     app.add_tool(added, name=name, description=f"added at run time: {name}")
-    await ctx.notify_tools_changed()
+    if ctx.request_context.session.protocol_version.startswith("2026"):
+        await ctx.notify_tools_changed()  # to `subscriptions/listen` streams
+    else:
+        # Handshake-era clients get the change as a notification.
+        await ctx.request_context.session.send_tool_list_changed()
     return f"added {name}"
 
 

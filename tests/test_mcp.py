@@ -44,6 +44,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.mcp import (
+    McpConnection,
     McpServerError,
     McpTools,
     StdioServer,
@@ -185,6 +186,27 @@ async def test_stdio_list_changed_refreshes_the_tools(tmp_path: Path) -> None:
             result, events, _ = await run(mcp.tools, model)
     assert only_text(ends(events)["x"].result) == "hi"
     assert result.reason == "stop"
+
+
+async def test_handshake_era_protocol_calls_cancels_and_list_changed(tmp_path: Path) -> None:
+    # Most servers in use speak a protocol older than 2026-07-28: changes arrive as
+    # notifications, not on a `subscriptions/listen` stream.
+    log = tmp_path / "s.log"
+    with trio.fail_after(GUARD):
+        async with trio.open_nursery() as nursery:
+            server = McpConnection(server=stdio_server(log), prefix="old", mode="legacy")
+            await nursery.start(server._host)
+            assert "old__echo" in [t.name for t in server.tools]
+            assert only_text(await server.call("add", {"a": 1, "b": 2})) == "3"
+            with trio.move_on_after(0.5):
+                await server.call("slow", {"seconds": 30, "tag": "old"})
+            await wait_for_line(log, "cancelled old")
+            await server.call("grow", {"name": "late"})
+            while server.tools_version < 2:  # noqa: ASYNC110 - polls a counter the host bumps
+                await trio.sleep(0.01)
+            assert "old__late" in [t.name for t in server.tools]
+            server._close()
+    assert not server.is_running
 
 
 async def test_stdio_abort_interrupt_and_timeouts_cancel_the_call_on_the_server(

@@ -101,6 +101,9 @@ class McpConnection:
     _pending: set[_Call] = attrs.field(factory=set)
     _changed: trio.Event = attrs.field(factory=trio.Event)
     _serving: trio.Nursery | None = None
+    # How the SDK negotiates the protocol ("auto": the newest both sides speak). Tests set
+    # "legacy" to drive the handshake-era paths that most servers in use still take.
+    _mode: str = "auto"
 
     def __attrs_post_init__(self) -> None:
         self._requests, self._incoming = trio.open_memory_channel[_Call](math.inf)
@@ -224,7 +227,11 @@ class McpConnection:
             with deadline:
                 async with (
                     spec._transport() as transport,
-                    Client(transport, message_handler=self._on_message) as client,
+                    Client(
+                        transport,
+                        message_handler=self._on_message,
+                        mode=self._mode,
+                    ) as client,
                 ):
                     await self._relist(client)
                     deadline.deadline = math.inf
