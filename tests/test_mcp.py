@@ -274,6 +274,7 @@ async def test_stdio_server_killed_mid_call(tmp_path: Path) -> None:
 
 async def test_no_server_process_outlives_the_block(tmp_path: Path) -> None:
     log = tmp_path / "s.log"
+    before = children_of(os.getpid())  # the module's HTTP server may be running
     # Left by a cancel while a call runs.
     with trio.fail_after(GUARD):
         with trio.move_on_after(GUARD / 2) as scope:
@@ -295,10 +296,11 @@ async def test_no_server_process_outlives_the_block(tmp_path: Path) -> None:
         with trio.move_on_after(0.3):
             async with open_mcp_tools(stdio_server(log)):
                 raise AssertionError("unreachable: the server takes longer to start")
-        assert children_of(os.getpid()) == []
+        assert children_of(os.getpid()) == before
 
 
 async def test_a_server_that_does_not_start_is_a_clear_error(tmp_path: Path) -> None:
+    before = children_of(os.getpid())  # the module's HTTP server may be running
     with trio.fail_after(GUARD):
         with pytest.raises(McpServerError, match="MCP server quitter did not start"):
             async with open_mcp_tools(StdioServer(sys.executable, "-c", "pass", name="quitter")):
@@ -310,7 +312,12 @@ async def test_a_server_that_does_not_start_is_a_clear_error(tmp_path: Path) -> 
         with pytest.raises(McpServerError, match=r"did not start within 0\.5s"):
             async with open_mcp_tools(mute):
                 pass
-        assert children_of(os.getpid()) == []
+        # One server fails: the others, started or starting, are stopped too.
+        quitter = StdioServer(sys.executable, "-c", "pass", name="quitter")
+        with pytest.raises(McpServerError, match="MCP server quitter did not start"):
+            async with open_mcp_tools(stdio_server(tmp_path / "s.log"), quitter):
+                pass
+        assert children_of(os.getpid()) == before
 
 
 def test_ctrl_c_leaves_no_server_process(tmp_path: Path) -> None:
