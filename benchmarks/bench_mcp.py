@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from benchmarks._harness import Stopwatch
+from benchmarks._harness import Stopwatch, Timing
 from benchmarks.bench_turns import NOOP, floor_loop, script
 from trio_agent import (
     AssistantMessage,
@@ -66,7 +66,7 @@ def mcp_script(calls: int) -> tuple[list[AssistantEvent], ...]:
     return tuple(events_for(m) for m in replies)
 
 
-async def in_a_run(tools: Sequence[Tool], replies: Sequence[list[AssistantEvent]]) -> float:
+async def in_a_run(tools: Sequence[Tool], replies: Sequence[list[AssistantEvent]]) -> Timing:
     model = ScriptedModel(replies)
     with Stopwatch() as watch:
         result = await run_agent_loop(
@@ -77,7 +77,7 @@ async def in_a_run(tools: Sequence[Tool], replies: Sequence[list[AssistantEvent]
         )
     assert result.reason == "stop", result.reason
     assert not any(getattr(m, "is_error", False) for m in result.messages)
-    return watch.timing[0]
+    return watch.timing
 
 
 async def main(calls: int, repeats: int) -> None:
@@ -96,49 +96,58 @@ async def main(calls: int, repeats: int) -> None:
         ):
             connection = mcp.servers[0]
 
-            async def floor() -> float:
+            async def floor() -> Timing:
                 with Stopwatch() as watch:
                     await floor_loop(local, {"noop": NOOP.execute})
-                return watch.timing[0]
+                return watch.timing
 
-            async def ours_call() -> float:
+            async def ours_call() -> Timing:
                 with Stopwatch() as watch:
                     for _ in range(calls):
                         out = await connection.call("echo", {"text": "hi"})
                         assert not out.is_error
-                return watch.timing[0]
+                return watch.timing
 
-            async def raw_call() -> float:
+            async def raw_call() -> Timing:
                 with Stopwatch() as watch:
                     for _ in range(calls):
                         result = await raw.call_tool("echo", {"text": "hi"})
                         assert not result.is_error
-                return watch.timing[0]
+                return watch.timing
 
-            contenders: dict[str, Callable[[], Awaitable[float]]] = {
+            contenders: dict[str, Callable[[], Awaitable[Timing]]] = {
                 "floor (bare trio loop, in-process tool)": floor,
                 "local tool in a run": lambda: in_a_run((NOOP,), local),
                 "MCP tool in a run (stdio)": lambda: in_a_run(mcp.tools, remote),
                 "McpConnection.call (stdio)": ours_call,
                 "raw SDK call_tool (stdio)": raw_call,
             }
-            samples: dict[str, list[float]] = {name: [] for name in contenders}
+            samples: dict[str, list[Timing]] = {name: [] for name in contenders}
             for repeat in range(repeats + 1):  # the first round warms up and is dropped
                 order = list(contenders.items())
                 if repeat % 2:
                     order.reverse()
                 for name, measure in order:
-                    wall = await measure()
+                    wall, cpu = await measure()
                     if repeat:
-                        samples[name].append(wall / calls)
-    per_call = {name: statistics.median(values) for name, values in samples.items()}
-    floor_time = per_call["floor (bare trio loop, in-process tool)"]
-    print(f"{calls} calls one after another, median of {repeats} repeats (per call)")
-    print(f"{'':42} {'per call':>10} {'× floor':>9}")
-    for name, value in per_call.items():
-        print(f"{name:42} {value * 1e3:8.3f} ms {value / floor_time:9.1f}")
-    hosting = per_call["McpConnection.call (stdio)"] - per_call["raw SDK call_tool (stdio)"]
-    print(f"hosting the client in a task of its own: {hosting * 1e3:+.3f} ms per call")
+                        samples[name].append((wall / calls, cpu / calls))
+    wall_of = {n: statistics.median(w for w, _ in v) for n, v in samples.items()}
+    cpu_of = {n: statistics.median(c for _, c in v) for n, v in samples.items()}
+    floor_name = "floor (bare trio loop, in-process tool)"
+    print(f"{calls} calls one after another, median of {repeats} repeats, per call")
+    print("(CPU: this process only, not the server's)")
+    print(f"{'':42} {'wall':>10} {'× floor':>8} {'CPU':>10} {'× floor':>8}")
+    for name in samples:
+        wall, cpu = wall_of[name], cpu_of[name]
+        print(
+            f"{name:42} {wall * 1e3:7.3f} ms {wall / wall_of[floor_name]:8.1f} "
+            f"{cpu * 1e3:7.3f} ms {cpu / cpu_of[floor_name]:8.1f}"
+        )
+    ours, raw = "McpConnection.call (stdio)", "raw SDK call_tool (stdio)"
+    print(
+        f"hosting the client in a task of its own: {(wall_of[ours] - wall_of[raw]) * 1e3:+.3f} ms"
+        f" wall, {(cpu_of[ours] - cpu_of[raw]) * 1e3:+.3f} ms CPU per call"
+    )
 
 
 def cli(argv: Sequence[str] | None = None) -> None:

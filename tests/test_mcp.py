@@ -496,3 +496,12 @@ def test_the_example_program_runs(tmp_path: Path) -> None:
     assert lines[0].startswith("MCP tools: srv__echo, srv__add, ")
     assert "srv__crash" not in lines[0]
     assert lines[1:] == ["srv__add -> 42", "answer: 2 + 40 = 42"]
+
+
+def test_the_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.bench_mcp import cli
+
+    cli(["--calls", "3", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert "MCP tool in a run (stdio)" in out
+    assert "hosting the client in a task of its own" in out

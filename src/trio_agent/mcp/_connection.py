@@ -161,7 +161,8 @@ class McpConnection:
         try:
             self._requests.send_nowait(call)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            call.answer(error_output(f"MCP server {self.name} is not running: {self._error}"))
+            reason = self._error or "its open_mcp_tools block is closing"
+            call.answer(error_output(f"MCP server {self.name} is not running: {reason}"))
         timeout = self.server.call_timeout
         try:
             with receive, trio.move_on_after(math.inf if timeout is None else timeout):
