@@ -232,19 +232,25 @@ async def test_stdio_abort_interrupt_and_timeouts_cancel_the_call_on_the_server(
     assert [line for line in log_lines(log) if line.startswith("finished")] == []
 
 
-async def killed_mid_call(mcp: McpTools, log: Path, kill: Callable[[], object]) -> None:
-    """Kill the server while a call of a batch runs: that call gets an error result
-    naming the server, the local call of the batch is unharmed, a later call gets an
-    error at once, and the run goes on to its end, paired."""
+async def killed_mid_call(
+    mcp: McpTools, log: Path, kill: Callable[[], object], other: str | None = None
+) -> None:
+    """Kill the first server while a call of a batch runs: that call gets an error result
+    naming the server, the local call of the batch (and the call to the ``other`` tool of
+    another server, if given) is unharmed, a later call gets an error at once, and the
+    run goes on to its end, paired."""
     server = mcp.servers[0]
 
     async def kill_when_started() -> None:
         await wait_for_line(log, "started k")
         kill()
 
+    batch = [("k", "slow", {"seconds": 30, "tag": "k"}), ("l", "local", {"s": 0.5})]
+    if other is not None:
+        batch.append(("o", other, {"seconds": 0.5, "tag": "other"}))
     model = ScriptedModel(
         [
-            calls(("k", "slow", {"seconds": 30, "tag": "k"}), ("l", "local", {})),
+            calls(*batch),
             calls(("after", "echo", {"text": "x"})),
             text("carried on"),
         ]
@@ -258,6 +264,8 @@ async def killed_mid_call(mcp: McpTools, log: Path, kill: Callable[[], object]) 
     assert end["k"].is_error
     assert only_text(end["k"].result).startswith(f"MCP server {server.name}: ")
     assert not end["l"].is_error
+    if other is not None:
+        assert only_text(end["o"].result) == "slept 0.5"
     assert only_text(end["after"].result).startswith(f"MCP server {server.name} is not running")
     assert result.reason == "stop"
     assert_run_invariants(result, events, model.requests, context)
@@ -410,11 +418,14 @@ async def test_http_prefix_and_filters(http: tuple[str, Path]) -> None:
                 pass
 
 
-async def test_http_server_killed_mid_call(tmp_path: Path) -> None:
+async def test_http_server_killed_mid_call(tmp_path: Path, http: tuple[str, Path]) -> None:
     log = tmp_path / "k.log"
     with http_server_process(log) as (url, proc), trio.fail_after(GUARD):
-        async with open_mcp_tools(StreamableHttpServer(url, name="remote")) as mcp:
-            await killed_mid_call(mcp, log, proc.kill)
+        async with open_mcp_tools(
+            StreamableHttpServer(url, name="remote"), StreamableHttpServer(http[0], prefix="other")
+        ) as mcp:
+            await killed_mid_call(mcp, log, proc.kill, other="other__slow")
+            assert mcp.servers[1].is_running
 
 
 async def test_invariants_with_mcp_and_local_tools_under_random_aborts(
