@@ -172,8 +172,11 @@ async def test_stdio_tools_in_a_run(tmp_path: Path) -> None:
 
 
 async def test_stdio_list_changed_refreshes_the_tools(tmp_path: Path) -> None:
-    with trio.fail_after(GUARD):
+    # The block is left by an exception at the end: it propagates as it is (not wrapped
+    # in a group), and the server process is gone.
+    with trio.fail_after(GUARD), pytest.raises(KeyError, match="boom"):
         async with open_mcp_tools(stdio_server(tmp_path / "s.log", prefix="t")) as mcp:
+            pid = await server_pid(mcp)
             server = mcp.servers[0]
             assert server.tools_version == 1
             assert "t__fresh" not in [t.name for t in mcp.tools]
@@ -184,8 +187,10 @@ async def test_stdio_list_changed_refreshes_the_tools(tmp_path: Path) -> None:
             assert fresh.description == "added at run time: fresh"
             model = ScriptedModel([calls(("x", "t__fresh", {"text": "hi"})), text()])
             result, events, _ = await run(mcp.tools, model)
+            raise KeyError("boom")
     assert only_text(ends(events)["x"].result) == "hi"
     assert result.reason == "stop"
+    assert not alive(pid)
 
 
 async def test_handshake_era_protocol_calls_cancels_and_list_changed(tmp_path: Path) -> None:
@@ -293,12 +298,6 @@ async def test_no_server_process_outlives_the_block(tmp_path: Path) -> None:
                     await wait_for_line(log, "started c")
                     scope.cancel()
         assert scope.cancelled_caught
-        assert not alive(pid)
-        # Left by an exception: it propagates as it is, not wrapped in a group.
-        with pytest.raises(KeyError):
-            async with open_mcp_tools(stdio_server(log)) as mcp:
-                pid = await server_pid(mcp)
-                raise KeyError("boom")
         assert not alive(pid)
         # Cancelled while the server starts.
         with trio.move_on_after(0.3):
@@ -507,12 +506,3 @@ def test_the_example_program_runs(tmp_path: Path) -> None:
     assert lines[0].startswith("MCP tools: srv__echo, srv__add, ")
     assert "srv__crash" not in lines[0]
     assert lines[1:] == ["srv__add -> 42", "answer: 2 + 40 = 42"]
-
-
-def test_the_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    from benchmarks.bench_mcp import cli
-
-    cli(["--calls", "3", "--repeats", "1"])
-    out = capsys.readouterr().out
-    assert "MCP tool in a run (stdio)" in out
-    assert "hosting the client in a task of its own" in out
