@@ -1,8 +1,9 @@
 """``trio-agent chat``: an interactive session with a real model, on the Agent.
 
 Type a message and press Enter: the agent answers, with the workspace tools on
-``--folder`` (read, write, edit, ls, find, grep and bash). Text typed while it works is
-sent as steering — the model reads it after its current step. Ctrl-C aborts the run in
+``--folder`` (read, write, edit, ls, find, grep and bash) and those of the MCP servers
+given with ``--mcp`` / ``--mcp-url`` (their list as it was at start). Text typed while
+it works is sent as steering — the model reads it after its current step. Ctrl-C aborts the run in
 progress (the transcript stays paired); a second Ctrl-C in a row exits. End of input
 (Ctrl-D) or ``/exit`` leaves once the current run is over. Every finished message goes
 to a JSONL transcript, whose path is the last line of output.
