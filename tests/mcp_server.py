@@ -76,6 +76,12 @@ async def count(steps: int, ctx: Context) -> str:
     return f"counted {steps}"
 
 
+@app.tool(name="dotted.name")
+def dotted() -> str:
+    """A tool whose MCP name has a dot, which the model APIs refuse."""
+    return "dotted ok"
+
+
 @app.tool()
 def crash() -> str:
     """Kill the server process at once."""

@@ -71,7 +71,19 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Async generator 'httpcore2.:ResourceWarning"),
 ]
 
-TOOL_NAMES = ["echo", "add", "slow", "fail", "picture", "count", "crash", "pid", "grow"]
+# As the model sees them: the server's "dotted.name" has its dot replaced.
+TOOL_NAMES = [
+    "echo",
+    "add",
+    "slow",
+    "fail",
+    "picture",
+    "count",
+    "dotted_name",
+    "crash",
+    "pid",
+    "grow",
+]
 GUARD = 60  # seconds: far above any test's time; a hang fails instead of stalling
 
 
@@ -144,6 +156,7 @@ async def test_stdio_tools_in_a_run(tmp_path: Path) -> None:
                         ("p", "t__picture", {}),
                         ("c", "t__count", {"steps": 3}),
                         ("bad", "t__add", {"a": "two"}),
+                        ("d", "t__dotted_name", {}),
                     ),
                     text(),
                 ]
@@ -167,6 +180,7 @@ async def test_stdio_tools_in_a_run(tmp_path: Path) -> None:
     ]
     # Our argument gate applies: the server's schema rejects the call before it is sent.
     assert end["bad"].outcome == "invalid_arguments"
+    assert only_text(end["d"].result) == "dotted ok"
     assert result.reason == "stop"
     assert_run_invariants(result, events, model.requests, context)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from mcp.types import (
@@ -22,10 +23,15 @@ if TYPE_CHECKING:
 __all__ = ["error_output", "to_output", "tool_name", "wanted"]
 
 SEPARATOR = "__"
+# MCP allows dots in tool names; the model APIs (OpenAI, Anthropic) allow only these.
+_NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def tool_name(prefix: str | None, name: str) -> str:
-    """The name the model sees: ``{prefix}__{name}``, or the server's name unchanged."""
+    """The name the model sees: ``{prefix}__{name}``, or the server's name, with every
+    character the model APIs refuse (``.``, ``/``...) replaced by ``_``. Calls still go
+    to the server under its own name."""
+    name = _NOT_ALLOWED.sub("_", name)
     return f"{prefix}{SEPARATOR}{name}" if prefix else name
 
 
