@@ -13,6 +13,7 @@ PUBLIC_MODULES = [
     "trio_agent.providers",
     "trio_agent.tools",
     "trio_agent.replay",
+    "trio_agent.mcp",
 ]
 
 

@@ -35,9 +35,7 @@ async def test_readme_round_trip() -> None:
             AssistantMessage(content=(Text(text="tiny-pi"),), stop_reason="stop"),
         ]
     )
-    result = await run_agent_loop(
-        [UserMessage.text("read it")], Context(tools=(tool,)), model
-    )
+    result = await run_agent_loop([UserMessage.text("read it")], Context(tools=(tool,)), model)
     assert [m.role for m in result.messages] == ["user", "assistant", "tool_result", "assistant"]
     assert result.steps == 2
     assert result.reason == "stop"

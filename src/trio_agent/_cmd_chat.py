@@ -1,8 +1,9 @@
 """``trio-agent chat``: an interactive session with a real model, on the Agent.
 
 Type a message and press Enter: the agent answers, with the workspace tools on
-``--folder`` (read, write, edit, ls, find, grep and bash). Text typed while it works is
-sent as steering — the model reads it after its current step. Ctrl-C aborts the run in
+``--folder`` (read, write, edit, ls, find, grep and bash) and those of the MCP servers
+given with ``--mcp`` / ``--mcp-url`` (their list as it was at start). Text typed while
+it works is sent as steering — the model reads it after its current step. Ctrl-C aborts the run in
 progress (the transcript stays paired); a second Ctrl-C in a row exits. End of input
 (Ctrl-D) or ``/exit`` leaves once the current run is over. Every finished message goes
 to a JSONL transcript, whose path is the last line of output.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 
     from ._model import Model
     from ._tools import Tool
+    from .mcp import McpServer
 
 __all__ = ["add_arguments", "run", "run_chat"]
 
@@ -83,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--folder", default=".", metavar="DIR", help="the tools' workspace (default: .)"
     )
-    parser.add_argument("--no-tools", action="store_true", help="give the model no tools")
+    parser.add_argument("--no-tools", action="store_true", help="give the model no workspace tools")
     parser.add_argument("--no-bash", action="store_true", help="leave out the bash tool")
     parser.add_argument("--system", metavar="TEXT", help="the system prompt")
     parser.add_argument("--reasoning", metavar="LEVEL", help="minimal, low, medium or high")
@@ -97,6 +100,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="record every request and streamed reply to the cassette FILE (replaced), "
         "for 'trio-agent replay FILE'; no API key is written",
+    )
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="'CMD ARGS'",
+        help=(
+            "also give the model the tools of this MCP server, run as a subprocess over "
+            "stdio (repeatable; needs 'trio-agent[mcp]'). 'NAME=CMD ARGS' prefixes its tool "
+            "names with NAME__. Its stderr goes to the transcript's path + .mcp.log"
+        ),
+    )
+    parser.add_argument(
+        "--mcp-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also give the model the tools of the MCP server at this streamable-HTTP URL "
+        "(repeatable; 'NAME=URL' prefixes its tool names)",
     )
 
 
@@ -302,10 +324,66 @@ def _model(args: argparse.Namespace) -> OpenAIChat | Anthropic:
     return Anthropic(args.model, base_url=base_url)
 
 
+_PREFIXED = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)=(.*)", re.S)
+
+
+def _mcp_servers(args: argparse.Namespace, transcript: Path) -> list[McpServer]:
+    """The ``--mcp`` and ``--mcp-url`` servers. Raises ValueError for a bad one, and
+    ImportError when the MCP extra is not installed (only when one is asked for)."""
+    if not args.mcp and not args.mcp_url:
+        return []
+    from .mcp import StdioServer, StreamableHttpServer
+
+    servers: list[McpServer] = []
+    stderr = f"{transcript}.mcp.log"
+    for line in args.mcp:
+        prefixed = _PREFIXED.fullmatch(line.strip())
+        prefix, command = prefixed.groups() if prefixed else (None, line)
+        servers.append(StdioServer.from_command_line(command, prefix=prefix, stderr=stderr))
+    for url in args.mcp_url:
+        prefixed = _PREFIXED.fullmatch(url.strip())
+        prefix, url = prefixed.groups() if prefixed else (None, url)
+        servers.append(StreamableHttpServer(url.strip(), prefix=prefix))
+    return servers
+
+
 async def _main(
-    args: argparse.Namespace, model: OpenAIChat | Anthropic, folder: str, transcript: Path
+    args: argparse.Namespace,
+    model: OpenAIChat | Anthropic,
+    folder: str,
+    transcript: Path,
+    servers: Sequence[McpServer] = (),
+) -> int:
+    if not servers:
+        return await _chat(args, model, folder, transcript, ())
+    from .mcp import McpServerError, open_mcp_tools
+
+    try:
+        # Every server process ends with this block, also on Ctrl-C.
+        async with open_mcp_tools(*servers) as mcp:
+            return await _chat(args, model, folder, transcript, mcp.tools)
+    except McpServerError as exc:  # raised on entry only: a server did not start
+        _complain(str(exc))
+        return 2
+
+
+async def _chat(
+    args: argparse.Namespace,
+    model: OpenAIChat | Anthropic,
+    folder: str,
+    transcript: Path,
+    extra_tools: Sequence[Tool],
 ) -> int:
     tools = () if args.no_tools else workspace(folder, allow_bash=not args.no_bash)
+    taken = {t.name for t in tools}
+    clashes = sorted(t.name for t in extra_tools if t.name in taken)
+    if clashes:
+        _complain(
+            f"an MCP server offers tools named like workspace tools ({', '.join(clashes)}): "
+            "give it a prefix ('NAME=CMD ARGS') or use --no-tools"
+        )
+        return 2
+    tools = (*tools, *extra_tools)
     system = args.system if args.system is not None else SYSTEM_PROMPT.format(folder=folder)
     config = LoopConfig(
         model_options=ModelOptions(reasoning=args.reasoning, max_tokens=args.max_tokens)
@@ -363,7 +441,14 @@ def run(args: argparse.Namespace) -> int:
         _complain(f"cannot create the folder of the transcript: {exc}")
         return 1
     try:
-        return trio.run(partial(_main, args, model, os.path.abspath(args.folder), transcript))
+        servers = _mcp_servers(args, transcript)
+    except (ValueError, ImportError) as exc:
+        _complain(str(exc))
+        return 2
+    try:
+        return trio.run(
+            partial(_main, args, model, os.path.abspath(args.folder), transcript, servers)
+        )
     except (TranscriptFormatError, AgentUsageError, OSError) as exc:
         _complain(f"cannot write the transcript {transcript}: {exc}")
         return 1

@@ -1,0 +1,324 @@
+"""One MCP server's connection, hosted in a task of its own.
+
+Theory of operation: the SDK's ``Client`` runs its own task group, and over streamable
+HTTP a server that dies mid-call fails *that* task group — which would cancel whatever
+scope the call was made from, tool batch included. So no tool ever calls the ``Client``
+directly. :meth:`McpConnection._host` (started with ``nursery.start`` by
+:func:`open_mcp_tools`) owns the ``Client``; a tool's call is a :class:`_Call` handed to
+the host over a memory channel, served in a task of the host's nursery, and answered
+through the call's own channel (progress updates, then closed with the answer set).
+
+- The caller cancelled (abort, ``tool_timeout``, interrupt): it cancels the call's
+  scope in the host, and the SDK tells the server (``notifications/cancelled``).
+- The server answers nothing for ``call_timeout`` seconds: the caller stops waiting,
+  cancels as above, and its result is an error naming the server.
+- The connection dies: the host's ``async with Client`` raises; the host catches it,
+  answers every pending call with an error naming the server, and later calls get one
+  at once. Nothing escapes into the caller's nursery.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, final
+
+import attrs
+import trio
+from mcp import Client, MCPError
+from mcp.types import CONNECTION_CLOSED, ToolListChangedNotification
+from mcp.types import Tool as McpTool
+
+from .. import Tool, ToolContext, ToolOutput
+from ._convert import error_output, to_output, tool_name, wanted
+from ._errors import McpServerError
+from ._servers import McpServer
+
+if TYPE_CHECKING:
+    from mcp.client import IncomingMessage
+
+    from .. import ToolCall
+
+__all__ = ["McpConnection"]
+
+# Progress updates a call may have waiting before later ones are dropped (progress is
+# advisory; the answer itself never waits in this buffer).
+_PROGRESS_BUFFER = 32
+_MAX_LIST_PAGES = 100
+
+
+def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@attrs.define(eq=False)
+class _Call:
+    name: str
+    arguments: dict[str, Any]
+    updates: trio.MemorySendChannel[Mapping[str, Any]]
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    output: ToolOutput | None = None
+
+    def answer(self, output: ToolOutput) -> None:
+        if self.output is None:
+            self.output = output
+        self.updates.close()
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        update = {"progress": progress, "total": total, "message": message}
+        try:
+            self.updates.send_nowait(update)
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+
+@final
+@attrs.define(eq=False)
+class McpConnection:
+    """One connected MCP server, as :func:`open_mcp_tools` hands it out.
+
+    Attributes:
+        server: the description it was started from.
+        prefix: the tool-name prefix in use (the server's, or ``open_mcp_tools``'s).
+        allow: the allow filter in use.
+        block: the block filter in use.
+    """
+
+    server: McpServer
+    prefix: str | None = None
+    allow: frozenset[str] | None = None
+    block: frozenset[str] | None = None
+    _listing: tuple[McpTool, ...] = ()
+    _tools: tuple[Tool, ...] = ()
+    _version: int = 0
+    _error: str | None = None
+    _requests: trio.MemorySendChannel[_Call] = attrs.field(init=False)
+    _incoming: trio.MemoryReceiveChannel[_Call] = attrs.field(init=False)
+    _pending: set[_Call] = attrs.field(factory=set)
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+    _serving: trio.Nursery | None = None
+    # How the SDK negotiates the protocol ("auto": the newest both sides speak). Tests set
+    # "legacy" to drive the handshake-era paths that most servers in use still take.
+    _mode: str = "auto"
+
+    def __attrs_post_init__(self) -> None:
+        self._requests, self._incoming = trio.open_memory_channel[_Call](math.inf)
+
+    @property
+    def name(self) -> str:
+        """How messages name this server: its ``name``, else its prefix, else its command
+        line or URL."""
+        return self.server.name or self.prefix or self.server.label
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The server's tools as ours, after the prefix and the filters.
+
+        Listed at start and listed again whenever the server announces a change
+        (``tools/list_changed``); read it again before a run to see the current list.
+        """
+        return self._tools
+
+    @property
+    def tools_version(self) -> int:
+        """How many times the tool list was fetched (1 after start)."""
+        return self._version
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the connection is up; once down it stays down."""
+        return self._error is None
+
+    @property
+    def error(self) -> str | None:
+        """Why the connection is down, or ``None`` while it is up."""
+        return self._error
+
+    # --- the caller's side -------------------------------------------------------------
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any], ctx: ToolContext | None = None
+    ) -> ToolOutput:
+        """Call the server's tool ``name`` (its own name, without the prefix).
+
+        Never raises for the server's failures: a tool error, a dead or lost
+        connection and no answer within ``call_timeout`` are error results naming the
+        server. Progress notifications go to ``ctx.report_progress`` as
+        ``{"progress", "total", "message"}``. A checkpoint; if cancelled, the call is
+        cancelled on the server too (without waiting for it) and ``Cancelled``
+        propagates.
+        """
+        if self._error is not None:
+            await trio.lowlevel.checkpoint()
+            return error_output(f"MCP server {self.name} is not running: {self._error}")
+        send, receive = trio.open_memory_channel[Mapping[str, Any]](_PROGRESS_BUFFER)
+        call = _Call(name=name, arguments=dict(arguments), updates=send)
+        self._pending.add(call)
+        try:
+            self._requests.send_nowait(call)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            reason = self._error or "its open_mcp_tools block is closing"
+            call.answer(error_output(f"MCP server {self.name} is not running: {reason}"))
+        timeout = self.server.call_timeout
+        try:
+            with receive, trio.move_on_after(math.inf if timeout is None else timeout):
+                async for update in receive:
+                    if ctx is not None:
+                        await ctx.report_progress(update)
+        finally:
+            self._pending.discard(call)
+            if call.output is None:
+                # Cancelled, or no answer in time: the server is told to stop.
+                call.scope.cancel()
+        if call.output is None:
+            return error_output(
+                f"MCP server {self.name} did not answer the call to {name} within {timeout:g}s"
+            )
+        return call.output
+
+    async def _execute(
+        self, name: str, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext
+    ) -> ToolOutput:
+        return await self.call(name, args, ctx)
+
+    def _make_tools(self) -> tuple[Tool, ...]:
+        return tuple(
+            Tool(
+                name=tool_name(self.prefix, t.name),
+                description=t.description or t.title or "",
+                parameters=t.input_schema,
+                execute=functools.partial(self._execute, t.name),
+                label=t.title,
+            )
+            for t in self._listing
+            if wanted(t.name, self.allow, self.block)
+        )
+
+    # --- the host's side ---------------------------------------------------------------
+
+    def _close(self) -> None:
+        """Accept no more calls; the host leaves once the ones in flight are answered."""
+        self._requests.close()
+
+    def _shut(self, reason: str) -> None:
+        if self._error is None:
+            self._error = reason
+        self._requests.close()
+        for call in list(self._pending):
+            call.answer(error_output(f"MCP server {self.name}: {self._error}"))
+
+    async def _host(  # noqa: ASYNC114 - started by open_mcp_tools only
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Connect, list the tools, report started, then serve calls until closed.
+
+        Raises (only before it reports started):
+            McpServerError: the server did not start or list its tools within
+                ``start_timeout``.
+        """
+        spec = self.server
+        started = False
+        reason = "the connection is closed"
+        deadline = trio.CancelScope(deadline=trio.current_time() + spec.start_timeout)
+        try:
+            with deadline:
+                async with (
+                    spec._transport() as transport,
+                    Client(
+                        transport,
+                        message_handler=self._on_message,
+                        mode=self._mode,
+                    ) as client,
+                ):
+                    await self._relist(client)
+                    deadline.deadline = math.inf
+                    started = True
+                    task_status.started()
+                    async with trio.open_nursery() as nursery:
+                        self._serving = nursery
+                        nursery.start_soon(self._watch, client)
+                        async for call in self._incoming:
+                            nursery.start_soon(self._serve, client, call)
+                        nursery.cancel_scope.cancel()
+                    if self._error is not None:
+                        reason = self._error
+        except Exception as exc:
+            if not started:
+                raise McpServerError(
+                    f"MCP server {self.name} did not start: {_describe(exc)}"
+                ) from exc
+            reason = f"the connection was lost ({_describe(exc)})"
+        finally:
+            self._serving = None
+            self._shut(reason)
+            self._incoming.close()
+        if not started:
+            raise McpServerError(
+                f"MCP server {self.name} did not start within {spec.start_timeout:g}s"
+            )
+
+    async def _serve(self, client: Client, call: _Call) -> None:
+        with call.scope:
+            try:
+                result = await client.call_tool(
+                    call.name, call.arguments, progress_callback=call.progress
+                )
+            except MCPError as exc:
+                if exc.code == CONNECTION_CLOSED:
+                    # The server is gone: every call in flight and every later one
+                    # gets this answer, and the host closes the client.
+                    self._lost("the connection closed (the server exited or crashed)")
+                    return
+                call.answer(error_output(f"MCP server {self.name}: {exc.message}"))
+            except Exception as exc:
+                call.answer(error_output(f"MCP server {self.name}: {_describe(exc)}"))
+            else:
+                call.answer(to_output(result))
+
+    def _lost(self, reason: str) -> None:
+        self._shut(reason)
+        if self._serving is not None:
+            self._serving.cancel_scope.cancel()
+
+    async def _relist(self, client: Client) -> None:
+        listing: list[McpTool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            listing.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self._listing = tuple(listing)
+        self._tools = self._make_tools()
+        self._version += 1
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        # Servers on the handshake-era protocol announce changes as notifications.
+        if isinstance(message, ToolListChangedNotification):
+            self._changed.set()
+        await trio.lowlevel.checkpoint()
+
+    async def _watch(self, client: Client) -> None:
+        """Fetch the tool list again whenever the server says it changed."""
+        try:
+            async with client.listen(tools_list_changed=True) as changes:
+                async for _ in changes:
+                    await self._relist_quietly(client)
+            return
+        except Exception:  # an older protocol, or no support: notifications instead
+            pass
+        while True:
+            await self._changed.wait()
+            self._changed = trio.Event()
+            await self._relist_quietly(client)
+
+    async def _relist_quietly(self, client: Client) -> None:
+        try:
+            await self._relist(client)
+        except Exception:  # the old list stays; a lost connection shows on calls
+            pass

@@ -1,0 +1,209 @@
+"""Where an MCP server is: a command to run (stdio) or a URL (streamable HTTP).
+
+These are plain descriptions; nothing starts until :func:`open_mcp_tools` enters. Each
+opens its transport with :meth:`_transport`, an async context manager the SDK's
+``Client`` accepts, inside the task that hosts the connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+import attrs
+import httpx2
+from mcp import StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+if TYPE_CHECKING:
+    from mcp.client import Transport
+
+__all__ = ["McpServer", "StdioServer", "StreamableHttpServer"]
+
+DEFAULT_CALL_TIMEOUT = 300.0
+DEFAULT_START_TIMEOUT = 30.0
+
+
+def _names(value: Iterable[str] | None) -> frozenset[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return frozenset((value,))
+    return frozenset(value)
+
+
+@attrs.frozen(kw_only=True)
+class _Common:
+    """What every server description has (see :class:`StdioServer` for the meaning)."""
+
+    name: str | None = None
+    prefix: str | None = None
+    allow: frozenset[str] | None = attrs.field(default=None, converter=_names)
+    block: frozenset[str] | None = attrs.field(default=None, converter=_names)
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT
+    start_timeout: float = DEFAULT_START_TIMEOUT
+
+
+def _errlog(
+    stderr: str | os.PathLike[str] | IO[str] | None, files: contextlib.ExitStack
+) -> IO[str]:
+    """The file the server's stderr goes to; files opened here close with ``files``."""
+    if stderr is None:
+        return files.enter_context(open(os.devnull, "w"))
+    if isinstance(stderr, str | os.PathLike):
+        return files.enter_context(open(stderr, "a", encoding="utf-8"))
+    return stderr
+
+
+@attrs.frozen(kw_only=True, init=False)
+class StdioServer(_Common):
+    """An MCP server run as a subprocess, spoken to over its stdin and stdout.
+
+    ``StdioServer("uvx", "mcp-server-git", "--repository", ".")``. The process starts
+    when :func:`open_mcp_tools` enters and is gone when it exits (also on cancel and
+    Ctrl-C).
+
+    Args:
+        command: the program to run (looked up on ``PATH``).
+        *args: its arguments.
+        env: extra environment variables. The server gets only these plus a few safe
+            ones from ours (``PATH``, ``HOME``, ``USER``...) — the SDK's rule, so that
+            API keys in our environment do not leak to every server.
+        cwd: its working directory (default: ours).
+        stderr: where the server's stderr goes: a path (appended to) or an open file
+            with a file descriptor. Default: discarded, so a chatty server never writes
+            over the terminal.
+        name: how messages name the server (default: the prefix, or the command line).
+        prefix: tool names become ``{prefix}__{name}``.
+        allow: only these tools (server names, before the prefix); ``None`` for all.
+        block: never these tools.
+        call_timeout: seconds a call may wait for the server's answer before its result
+            is an error naming the server (``None``: no bound). The loop's
+            ``tool_timeout`` applies as well.
+        start_timeout: seconds to start the server and list its tools.
+    """
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | os.PathLike[str] | None = None
+    stderr: str | os.PathLike[str] | IO[str] | None = attrs.field(default=None, eq=False)
+
+    def __init__(
+        self,
+        command: str,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        stderr: str | os.PathLike[str] | IO[str] | None = None,
+        name: str | None = None,
+        prefix: str | None = None,
+        allow: Sequence[str] | None = None,
+        block: Sequence[str] | None = None,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+    ) -> None:
+        if not command:
+            raise ValueError("StdioServer needs a command")
+        self.__attrs_init__(
+            command=command,
+            args=tuple(args),
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            stderr=stderr,
+            name=name,
+            prefix=prefix,
+            allow=allow,
+            block=block,
+            call_timeout=call_timeout,
+            start_timeout=start_timeout,
+        )
+
+    @property
+    def label(self) -> str:
+        """How messages name the server: ``name``, else the prefix, else the command line."""
+        return self.name or self.prefix or shlex.join((os.path.basename(self.command), *self.args))
+
+    @classmethod
+    def from_command_line(cls, line: str, **kwargs: Any) -> StdioServer:
+        """A server from one shell-like line (``"uvx mcp-server-git"``), split by shlex.
+
+        Raises:
+            ValueError: the line is empty or its quotes do not match.
+        """
+        words = shlex.split(line)
+        if not words:
+            raise ValueError("an empty MCP server command")
+        return cls(*words, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> AsyncIterator[Transport]:
+        params = StdioServerParameters(
+            command=self.command,
+            args=list(self.args),
+            env=dict(self.env) if self.env is not None else None,
+            cwd=os.fspath(self.cwd) if self.cwd is not None else None,
+        )
+        with contextlib.ExitStack() as files:
+            errlog = _errlog(self.stderr, files)
+            yield stdio_client(params, errlog=errlog)  # type: ignore[arg-type]
+
+
+@attrs.frozen(kw_only=True, init=False)
+class StreamableHttpServer(_Common):
+    """An MCP server at a streamable-HTTP URL (``http://127.0.0.1:8000/mcp``).
+
+    Args:
+        url: the server's MCP endpoint.
+        headers: sent with every request (for example ``Authorization``).
+        name: how messages name the server (default: the prefix, or the URL).
+
+    The other arguments are those of :class:`StdioServer`.
+    """
+
+    url: str
+    headers: Mapping[str, str] | None = attrs.field(default=None, repr=False)
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+        prefix: str | None = None,
+        allow: Sequence[str] | None = None,
+        block: Sequence[str] | None = None,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"an MCP server URL must start with http:// or https://: {url!r}")
+        self.__attrs_init__(
+            url=url,
+            headers=dict(headers) if headers is not None else None,
+            name=name,
+            prefix=prefix,
+            allow=allow,
+            block=block,
+            call_timeout=call_timeout,
+            start_timeout=start_timeout,
+        )
+
+    @property
+    def label(self) -> str:
+        """How messages name the server: ``name``, else the prefix, else the URL."""
+        return self.name or self.prefix or self.url
+
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> AsyncIterator[Transport]:
+        # The SDK's own timeouts: a server may hold a response stream open for long.
+        timeout = httpx2.Timeout(30.0, read=300.0)
+        async with httpx2.AsyncClient(headers=dict(self.headers or {}), timeout=timeout) as http:
+            yield streamable_http_client(self.url, http_client=http)
+
+
+McpServer = StdioServer | StreamableHttpServer

@@ -1,0 +1,117 @@
+"""A small MCP server for the MCP tests, built on the SDK's own server class.
+
+Run as ``python mcp_server.py stdio`` or ``python mcp_server.py http PORT``. With
+``MCP_TEST_LOG`` set, the ``slow`` tool appends ``started ID`` / ``cancelled ID`` /
+``finished ID`` lines to that file, so a test can see what the server saw.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
+
+# A 1×1 PNG.
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+app = MCPServer("testserver")
+
+
+def _log(line: str) -> None:
+    path = os.environ.get("MCP_TEST_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+@app.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@app.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@app.tool()
+async def slow(seconds: float, tag: str = "") -> str:
+    """Sleep, then say so; records start, cancel and finish when MCP_TEST_LOG is set."""
+    _log(f"started {tag}")
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        _log(f"cancelled {tag}")
+        raise
+    _log(f"finished {tag}")
+    return f"slept {seconds}"
+
+
+@app.tool()
+def fail(message: str) -> str:
+    """Always fails with the message."""
+    raise ToolError(message)
+
+
+@app.tool()
+def picture() -> Image:
+    """A 1×1 PNG."""
+    return Image(data=PIXEL, format="png")
+
+
+@app.tool()
+async def count(steps: int, ctx: Context) -> str:
+    """Report progress ``steps`` times, then answer."""
+    for i in range(steps):
+        await ctx.report_progress(i + 1, steps, f"step {i + 1}")
+    return f"counted {steps}"
+
+
+@app.tool(name="dotted.name")
+def dotted() -> str:
+    """A tool whose MCP name has a dot, which the model APIs refuse."""
+    return "dotted ok"
+
+
+@app.tool()
+def crash() -> str:
+    """Kill the server process at once."""
+    os._exit(3)
+
+
+@app.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+@app.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Add a tool called ``name`` (it echoes) and announce the change."""
+
+    def added(text: str) -> str:
+        return text
+
+    app.add_tool(added, name=name, description=f"added at run time: {name}")
+    if ctx.request_context.session.protocol_version.startswith("2026"):
+        await ctx.notify_tools_changed()  # to `subscriptions/listen` streams
+    else:
+        # Handshake-era clients get the change as a notification.
+        await ctx.request_context.session.send_tool_list_changed()
+    return f"added {name}"
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "http":
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        app.run()

@@ -1,0 +1,68 @@
+"""``trio-agent chat --mcp`` / ``--mcp-url``: MCP servers' tools in a chat session."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+from _httpserver import sse
+from _streamkit import KEY
+from test_providers_agent import openai_reply
+
+from trio_agent import ToolResultMessage, check_transcript, load_transcript
+
+if TYPE_CHECKING:
+    from _httpserver import Server
+
+SERVER = str(Path(__file__).resolve().parent.parent / "mcp_server.py")
+
+
+async def chat(server_url: str, tmp_path: Path, *args: str) -> trio.CompletedProcess[bytes]:
+    cli = [sys.executable, "-m", "trio_agent.cli", "chat", "--model", "m"]
+    cli += ["--base-url", server_url + "/v1", "--folder", str(tmp_path)]
+    cli += ["--transcript", str(tmp_path / "t.jsonl"), *args]
+    with trio.fail_after(60):
+        return await trio.run_process(
+            cli,
+            stdin=b"add them\n",
+            capture_stdout=True,
+            capture_stderr=True,
+            env={**os.environ, "OPENAI_API_KEY": KEY},
+            check=False,
+        )
+
+
+async def test_chat_gives_the_model_an_mcp_servers_tools(server: Server, tmp_path: Path) -> None:
+    server.add(
+        sse(openai_reply("Adding.", [("call_1", "calc__add", {"a": 2, "b": 40})])),
+        sse(openai_reply("It is 42.", [])),
+    )
+    done = await chat(server.url, tmp_path, "--mcp", f"calc={sys.executable} {SERVER} stdio")
+    stdout = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "It is 42." in stdout
+    names = [t["function"]["name"] for t in server.requests[0].json()["tools"]]
+    assert names[:7] == ["read", "write", "edit", "ls", "find", "grep", "bash"]
+    assert "calc__add" in names
+    assert "calc__echo" in names
+    messages = load_transcript(tmp_path / "t.jsonl").messages
+    check_transcript(messages)
+    result = messages[2]
+    assert isinstance(result, ToolResultMessage)
+    assert result.text == "42"
+
+
+async def test_chat_reports_an_mcp_server_that_does_not_start(
+    server: Server, tmp_path: Path
+) -> None:
+    nowhere = await chat(server.url, tmp_path, "--mcp-url", "http://127.0.0.1:9/mcp")
+    bad_url = await chat(server.url, tmp_path, "--mcp-url", "ftp://x")
+    for done in (nowhere, bad_url):
+        assert done.returncode == 2
+        assert b"Traceback" not in done.stderr
+    assert b"MCP server http://127.0.0.1:9/mcp did not start" in nowhere.stderr
+    assert b"must start with http:// or https://" in bad_url.stderr
+    assert server.requests == []

@@ -1,0 +1,522 @@
+"""trio_agent.mcp against real MCP servers (tests/mcp_server.py, the SDK's server class):
+one over stdio per test, one over streamable HTTP on 127.0.0.1 shared by the module.
+
+Real clock throughout (subprocesses and sockets), each wait under ``trio.fail_after``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from loopkit import sleeper
+from mcpkit import (
+    SERVER,
+    alive,
+    calls,
+    children_of,
+    ends,
+    http_server_process,
+    log_lines,
+    stdio_server,
+    text,
+    wait_for_line,
+)
+from trio_agent import (
+    Context,
+    Image,
+    LoopConfig,
+    Text,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+    UserMessage,
+    open_agent_loop,
+    run_agent_loop,
+)
+from trio_agent.mcp import (
+    McpConnection,
+    McpServerError,
+    McpTools,
+    StdioServer,
+    StreamableHttpServer,
+    open_mcp_tools,
+)
+from trio_agent.testing import ScriptedModel, assert_run_invariants
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from trio_agent import AgentEvent, AgentRun, AgentRunResult, Model, Tool
+
+pytestmark_linux = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="inspects processes through /proc"
+)
+# A call cancelled over streamable HTTP leaves the SDK's SSE reader (httpx2/httpcore2
+# async generators) to the garbage collector, which trio reports as a ResourceWarning
+# (hidden by default outside tests). It is the SDK's, not ours: the call itself is
+# cancelled on the server, as the tests check.
+pytestmark = [
+    pytestmark_linux,
+    pytest.mark.filterwarnings("ignore:Async generator 'httpx2.:ResourceWarning"),
+    pytest.mark.filterwarnings("ignore:Async generator 'httpcore2.:ResourceWarning"),
+]
+
+# As the model sees them: the server's "dotted.name" has its dot replaced.
+TOOL_NAMES = [
+    "echo",
+    "add",
+    "slow",
+    "fail",
+    "picture",
+    "count",
+    "dotted_name",
+    "crash",
+    "pid",
+    "grow",
+]
+GUARD = 60  # seconds: far above any test's time; a hang fails instead of stalling
+
+
+@pytest.fixture(scope="module")
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One HTTP test server for the module: (url, the log its ``slow`` tool writes)."""
+    log = tmp_path_factory.mktemp("mcp-http") / "server.log"
+    with http_server_process(log) as (url, _proc):
+        yield url, log
+
+
+async def run(
+    tools: Sequence[Tool], model: Model, config: LoopConfig | None = None
+) -> tuple[AgentRunResult, list[AgentEvent], Context]:
+    events: list[AgentEvent] = []
+    context = Context(tools=tuple(tools))
+    result = await run_agent_loop(
+        [UserMessage.text("go")], context, model, config, on_event=events.append
+    )
+    return result, events, context
+
+
+def only_text(result: Any) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, Text))
+
+
+async def server_pid(mcp: Any) -> int:
+    return int(only_text(await mcp.servers[0].call("pid", {})))
+
+
+async def cancel_paths(mcp: McpTools, log: Path, tag: str) -> None:
+    """An abort, an interrupt and ``tool_timeout`` each cancel a running call on the server."""
+    for how in ("abort", "interrupt"):
+        t = f"{tag}-{how}"
+        model = ScriptedModel([calls(("c", "slow", {"seconds": 30, "tag": t})), text()])
+        async with open_agent_loop([UserMessage.text("go")], Context(tools=mcp.tools), model) as r:
+            async for event in r.events:
+                if isinstance(event, ToolExecutionStart):
+                    await wait_for_line(log, f"started {t}")
+                    if how == "abort":
+                        r.abort("stop")
+                    else:
+                        assert r.interrupt()
+        assert r.result is not None
+        assert r.result.reason == ("aborted" if how == "abort" else "stop")
+        await wait_for_line(log, f"cancelled {t}")
+    model = ScriptedModel([calls(("c", "slow", {"seconds": 30, "tag": f"{tag}-tt"})), text()])
+    result, events, _ = await run(mcp.tools, model, LoopConfig(tool_timeout=0.5))
+    assert ends(events)["c"].outcome == "timed_out"
+    assert result.reason == "stop"
+    await wait_for_line(log, f"cancelled {tag}-tt")
+
+
+# --- stdio ------------------------------------------------------------------------------
+
+
+async def test_stdio_tools_in_a_run(tmp_path: Path) -> None:
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(stdio_server(tmp_path / "s.log"), prefix="t") as mcp:
+            pid = await server_pid(mcp)
+            tools = {t.name: t for t in mcp.tools}
+            assert list(tools) == [f"t__{n}" for n in TOOL_NAMES]
+            assert tools["t__add"].description == "Add two integers."
+            assert tools["t__add"].parameters["required"] == ["a", "b"]
+            model = ScriptedModel(
+                [
+                    calls(
+                        ("a", "t__add", {"a": 2, "b": 3}),
+                        ("f", "t__fail", {"message": "no such branch"}),
+                        ("p", "t__picture", {}),
+                        ("c", "t__count", {"steps": 3}),
+                        ("bad", "t__add", {"a": "two"}),
+                        ("d", "t__dotted_name", {}),
+                    ),
+                    text(),
+                ]
+            )
+            result, events, context = await run(mcp.tools, model)
+            assert alive(pid)
+        assert not alive(pid)
+    end = ends(events)
+    assert end["a"].result.content == (Text(text="5"),)
+    assert end["a"].result.details == {"result": 5}
+    assert not end["a"].is_error
+    assert end["f"].is_error
+    assert "no such branch" in only_text(end["f"].result)
+    (picture,) = end["p"].result.content
+    assert isinstance(picture, Image)
+    assert picture.mime_type == "image/png"
+    assert only_text(end["c"].result) == "counted 3"
+    updates = [e.partial for e in events if isinstance(e, ToolExecutionUpdate)]
+    assert updates == [
+        {"progress": float(i), "total": 3.0, "message": f"step {i}"} for i in (1, 2, 3)
+    ]
+    # Our argument gate applies: the server's schema rejects the call before it is sent.
+    assert end["bad"].outcome == "invalid_arguments"
+    assert only_text(end["d"].result) == "dotted ok"
+    assert result.reason == "stop"
+    assert_run_invariants(result, events, model.requests, context)
+
+
+async def test_stdio_list_changed_refreshes_the_tools(tmp_path: Path) -> None:
+    # The block is left by an exception at the end: it propagates as it is (not wrapped
+    # in a group), and the server process is gone.
+    with trio.fail_after(GUARD), pytest.raises(KeyError, match="boom"):
+        async with open_mcp_tools(stdio_server(tmp_path / "s.log", prefix="t")) as mcp:
+            pid = await server_pid(mcp)
+            server = mcp.servers[0]
+            assert server.tools_version == 1
+            assert "t__fresh" not in [t.name for t in mcp.tools]
+            assert only_text(await server.call("grow", {"name": "fresh"})) == "added fresh"
+            while server.tools_version < 2:  # noqa: ASYNC110 - polls a counter the host bumps
+                await trio.sleep(0.01)
+            fresh = {t.name: t for t in mcp.tools}["t__fresh"]
+            assert fresh.description == "added at run time: fresh"
+            model = ScriptedModel([calls(("x", "t__fresh", {"text": "hi"})), text()])
+            result, events, _ = await run(mcp.tools, model)
+            raise KeyError("boom")
+    assert only_text(ends(events)["x"].result) == "hi"
+    assert result.reason == "stop"
+    assert not alive(pid)
+
+
+async def test_handshake_era_protocol_calls_cancels_and_list_changed(tmp_path: Path) -> None:
+    # Most servers in use speak a protocol older than 2026-07-28: changes arrive as
+    # notifications, not on a `subscriptions/listen` stream.
+    log = tmp_path / "s.log"
+    with trio.fail_after(GUARD):
+        async with trio.open_nursery() as nursery:
+            server = McpConnection(server=stdio_server(log), prefix="old", mode="legacy")
+            await nursery.start(server._host)
+            assert "old__echo" in [t.name for t in server.tools]
+            assert only_text(await server.call("add", {"a": 1, "b": 2})) == "3"
+            with trio.move_on_after(0.5):
+                await server.call("slow", {"seconds": 30, "tag": "old"})
+            await wait_for_line(log, "cancelled old")
+            await server.call("grow", {"name": "late"})
+            while server.tools_version < 2:  # noqa: ASYNC110 - polls a counter the host bumps
+                await trio.sleep(0.01)
+            assert "old__late" in [t.name for t in server.tools]
+            server._close()
+    assert not server.is_running
+
+
+async def test_stdio_abort_interrupt_and_timeouts_cancel_the_call_on_the_server(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "s.log"
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(stdio_server(log, call_timeout=1.0)) as mcp:
+            await cancel_paths(mcp, log, "stdio")
+            # a server that does not answer within call_timeout: an error naming it
+            model = ScriptedModel([calls(("c", "slow", {"seconds": 30, "tag": "ct"})), text()])
+            result, events, _ = await run(mcp.tools, model)
+            end = ends(events)["c"]
+            assert end.is_error
+            assert only_text(end.result).startswith("MCP server python")
+            assert "did not answer the call to slow within 1s" in only_text(end.result)
+            assert result.reason == "stop"
+            await wait_for_line(log, "cancelled ct")
+            # the session survives all three
+            assert only_text(await mcp.servers[0].call("echo", {"text": "still here"})) == (
+                "still here"
+            )
+    assert [line for line in log_lines(log) if line.startswith("finished")] == []
+
+
+async def killed_mid_call(
+    mcp: McpTools, log: Path, kill: Callable[[], object], other: str | None = None
+) -> None:
+    """Kill the first server while a call of a batch runs: that call gets an error result
+    naming the server, the local call of the batch (and the call to the ``other`` tool of
+    another server, if given) is unharmed, a later call gets an error at once, and the
+    run goes on to its end, paired."""
+    server = mcp.servers[0]
+
+    async def kill_when_started() -> None:
+        await wait_for_line(log, "started k")
+        kill()
+
+    batch = [("k", "slow", {"seconds": 30, "tag": "k"}), ("l", "local", {"s": 0.5})]
+    if other is not None:
+        batch.append(("o", other, {"seconds": 0.5, "tag": "other"}))
+    model = ScriptedModel(
+        [
+            calls(*batch),
+            calls(("after", "echo", {"text": "x"})),
+            text("carried on"),
+        ]
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(kill_when_started)
+        result, events, context = await run([*mcp.tools, sleeper("local", 0.05)], model)
+    assert not server.is_running
+    assert server.error is not None
+    end = ends(events)
+    assert end["k"].is_error
+    assert only_text(end["k"].result).startswith(f"MCP server {server.name}: ")
+    assert not end["l"].is_error
+    if other is not None:
+        assert only_text(end["o"].result) == "slept 0.5"
+    assert only_text(end["after"].result).startswith(f"MCP server {server.name} is not running")
+    assert result.reason == "stop"
+    assert_run_invariants(result, events, model.requests, context)
+
+
+async def test_stdio_server_killed_mid_call(tmp_path: Path) -> None:
+    log = tmp_path / "s.log"
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(stdio_server(log, name="victim")) as mcp:
+            pid = await server_pid(mcp)
+            await killed_mid_call(mcp, log, lambda: os.kill(pid, signal.SIGKILL))
+    assert not alive(pid)
+
+
+async def test_no_server_process_outlives_the_block(tmp_path: Path) -> None:
+    log = tmp_path / "s.log"
+    before = children_of(os.getpid())  # the module's HTTP server may be running
+    # Left by a cancel while a call runs.
+    with trio.fail_after(GUARD):
+        with trio.move_on_after(GUARD / 2) as scope:
+            async with open_mcp_tools(stdio_server(log)) as mcp:
+                pid = await server_pid(mcp)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(mcp.servers[0].call, "slow", {"seconds": 30, "tag": "c"})
+                    await wait_for_line(log, "started c")
+                    scope.cancel()
+        assert scope.cancelled_caught
+        assert not alive(pid)
+        # Cancelled while the server starts.
+        with trio.move_on_after(0.3):
+            async with open_mcp_tools(stdio_server(log)):
+                raise AssertionError("unreachable: the server takes longer to start")
+        assert children_of(os.getpid()) == before
+
+
+async def test_a_server_that_does_not_start_is_a_clear_error(tmp_path: Path) -> None:
+    before = children_of(os.getpid())  # the module's HTTP server may be running
+    with trio.fail_after(GUARD):
+        with pytest.raises(McpServerError, match="MCP server quitter did not start"):
+            async with open_mcp_tools(StdioServer(sys.executable, "-c", "pass", name="quitter")):
+                pass
+        with pytest.raises(McpServerError, match=r"did not start: .*No such file"):
+            async with open_mcp_tools(StdioServer(str(tmp_path / "missing"))):
+                pass
+        mute = StdioServer(sys.executable, "-c", "import time; time.sleep(60)", start_timeout=0.5)
+        with pytest.raises(McpServerError, match=r"did not start within 0\.5s"):
+            async with open_mcp_tools(mute):
+                pass
+        # One server fails: the others, started or starting, are stopped too.
+        quitter = StdioServer(sys.executable, "-c", "pass", name="quitter")
+        with pytest.raises(McpServerError, match="MCP server quitter did not start"):
+            async with open_mcp_tools(stdio_server(tmp_path / "s.log"), quitter):
+                pass
+        assert children_of(os.getpid()) == before
+
+
+def test_ctrl_c_leaves_no_server_process(tmp_path: Path) -> None:
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import sys, trio\n"
+        "from trio_agent.mcp import StdioServer, open_mcp_tools\n"
+        "async def main():\n"
+        f"    server = StdioServer(sys.executable, {SERVER!r}, 'stdio')\n"
+        "    async with open_mcp_tools(server) as mcp:\n"
+        "        pid = (await mcp.servers[0].call('pid', {})).content[0].text\n"
+        "        print(pid, flush=True)\n"
+        "        await mcp.servers[0].call('slow', {'seconds': 60})\n"
+        "trio.run(main)\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(driver)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the driver prints the pid within seconds
+        pid = int(line)
+        assert alive(pid)
+        time.sleep(0.2)  # the call is under way
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "KeyboardInterrupt" in err
+    assert not alive(pid)
+
+
+# --- streamable HTTP ----------------------------------------------------------------------
+
+
+async def test_http_concurrent_calls_in_one_batch(http: tuple[str, Path]) -> None:
+    url, log = http
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(StreamableHttpServer(url, prefix="h")) as mcp:
+            model = ScriptedModel(
+                [
+                    calls(
+                        ("1", "h__slow", {"seconds": 1.0, "tag": "conc1"}),
+                        ("2", "h__slow", {"seconds": 1.0, "tag": "conc2"}),
+                        ("3", "local", {}),
+                    ),
+                    text(),
+                ]
+            )
+            result, events, context = await run([*mcp.tools, sleeper("local", 1.0)], model)
+    (stats,) = [e.stats for e in events if isinstance(e, TurnEnd) and e.tool_results]
+    assert stats.peak_concurrency == 3
+    # Each call took about a second; the batch took about as long as the slowest one.
+    assert stats.critical_path >= 1.0
+    assert stats.wall_time < stats.total_call_time / 2
+    lines = log_lines(log)
+    assert lines.index("started conc2") < lines.index("finished conc1")
+    assert lines.index("started conc1") < lines.index("finished conc2")
+    assert_run_invariants(result, events, model.requests, context)
+
+
+async def test_http_abort_interrupt_and_tool_timeout_reach_the_server(
+    http: tuple[str, Path],
+) -> None:
+    url, log = http
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(StreamableHttpServer(url)) as mcp:
+            await cancel_paths(mcp, log, "http")
+            assert only_text(await mcp.servers[0].call("add", {"a": 1, "b": 1})) == "2"
+
+
+async def test_http_prefix_and_filters(http: tuple[str, Path]) -> None:
+    url, _ = http
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(
+            StreamableHttpServer(url, prefix="a", allow=["echo", "add", "crash"], block="crash"),
+            StreamableHttpServer(url, prefix="b"),
+            block=["crash", "grow"],
+        ) as mcp:
+            names = [t.name for t in mcp.tools]
+            assert [s.name for s in mcp.servers] == ["a", "b"]
+        assert names == ["a__echo", "a__add"] + [
+            f"b__{n}" for n in TOOL_NAMES if n not in ("crash", "grow")
+        ]
+        with pytest.raises(McpServerError, match="both offer a tool named 'echo'"):
+            async with open_mcp_tools(StreamableHttpServer(url), StreamableHttpServer(url)):
+                pass
+
+
+async def test_http_server_killed_mid_call(tmp_path: Path, http: tuple[str, Path]) -> None:
+    log = tmp_path / "k.log"
+    with http_server_process(log) as (url, proc), trio.fail_after(GUARD):
+        async with open_mcp_tools(
+            StreamableHttpServer(url, name="remote"), StreamableHttpServer(http[0], prefix="other")
+        ) as mcp:
+            await killed_mid_call(mcp, log, proc.kill, other="other__slow")
+            assert mcp.servers[1].is_running
+
+
+async def test_invariants_with_mcp_and_local_tools_under_random_aborts(
+    http: tuple[str, Path],
+) -> None:
+    url, _ = http
+    rng = random.Random(18)
+    reasons: list[str] = []
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(StreamableHttpServer(url, prefix="m")) as mcp:
+            for n in range(8):
+                model = ScriptedModel(
+                    [
+                        calls(
+                            ("s", "m__slow", {"seconds": rng.uniform(0, 0.2), "tag": f"inv{n}"}),
+                            ("e", "m__echo", {"text": "hi"}),
+                            ("f", "m__fail", {"message": "bad"}),
+                            ("l", "local", {"s": rng.uniform(0, 0.2)}),
+                        ),
+                        calls(("p", "m__count", {"steps": 2}), ("a", "m__add", {"a": 1, "b": 2})),
+                        text(),
+                    ]
+                )
+                context = Context(tools=(*mcp.tools, sleeper("local", 0.1)))
+                abort_at = rng.uniform(0, 0.4)
+                events: list[AgentEvent] = []
+                requests_at_abort: int | None = None
+                async with open_agent_loop([UserMessage.text("go")], context, model) as r:
+
+                    async def aborter(run: AgentRun, model: ScriptedModel, at: float) -> None:
+                        nonlocal requests_at_abort
+                        await trio.sleep(at)
+                        if run.result is None:
+                            requests_at_abort = len(model.requests)
+                            run.abort("random abort")
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(aborter, r, model, abort_at)
+                        async for event in r.events:
+                            events.append(event)
+                        nursery.cancel_scope.cancel()
+                assert r.result is not None
+                reasons.append(r.result.reason)
+                assert_run_invariants(
+                    r.result,
+                    events,
+                    model.requests,
+                    context,
+                    requests_at_abort=requests_at_abort if r.result.reason == "aborted" else None,
+                )
+            assert mcp.servers[0].is_running
+    # Some runs were cut mid-way (the early abort times fall inside the first batch).
+    assert "aborted" in reasons
+
+
+def test_the_core_and_the_cli_never_import_mcp() -> None:
+    code = (
+        "import sys, trio_agent, trio_agent.cli, trio_agent.tools, trio_agent.testing\n"
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_example_program_runs(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "mcp_tools.py"
+    done = subprocess.run(
+        [sys.executable, str(example)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("MCP tools: srv__echo, srv__add, ")
+    assert "srv__crash" not in lines[0]
+    assert lines[1:] == ["srv__add -> 42", "answer: 2 + 40 = 42"]
