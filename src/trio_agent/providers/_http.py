@@ -13,9 +13,13 @@ memory channel. :func:`produce` is the whole life of one request:
    failed attempts were error responses, never part of a reply. The waits are plain
    ``trio.sleep`` calls, so a cancel stops them.
 3. The body is decoded (``_sse.SSEDecoder``) and handed to the provider's decoder,
-   which answers with assistant events. The reply succeeds only when the provider's
-   terminal frame arrives (``[DONE]`` / ``message_stop``): a body that ends without it is
-   a connection that died, never a success.
+   which answers with assistant events. Two clocks bound a stream that stops moving
+   (:class:`HTTPOptions`): ``idle_timeout`` since the last whole line (a keep-alive
+   counts, bytes trickling in without a line end do not) and ``progress_timeout``
+   since the last frame that added to the reply (keep-alives do not count). The reply
+   succeeds only when the provider's terminal frame arrives (``[DONE]`` /
+   ``message_stop``): a body that ends without it is a connection that died, never a
+   success.
 4. After the terminal frame the rest of the body is drained briefly so the connection
    goes back to the pool; on any fault it is closed instead. Either way the connection
    is released *before* the terminal event is yielded, so a consumer that leaves right
@@ -115,8 +119,16 @@ class HTTPOptions:
 
     Attributes:
         connect_timeout: seconds to open a connection.
-        idle_timeout: the longest silence accepted while waiting for the response or
-            between two chunks of the stream; then the reply ends with an ``Error``.
+        idle_timeout: the longest wait for the response, and then the longest the
+            stream may go without a whole line (keep-alives count; bytes trickling in
+            without ending a line do not); then the reply ends with an ``Error``.
+            Default 2 minutes. A server that thinks silently for longer (a reasoning
+            model that streams no reasoning) needs more.
+        progress_timeout: the longest the stream may go without a frame that adds to
+            the reply (text, thinking, a tool call, its end), however many keep-alives
+            arrive meanwhile: SSE comments like ``: ping``, Anthropic ``ping`` events,
+            empty frames. Default 5 minutes — room for the pings a model sends while it
+            thinks. None: keep-alives keep a stream alive forever.
         write_timeout: seconds to send a piece of the request.
         max_connections: connections open at once; further requests wait for a free
             one (without a time limit; they can be cancelled).
@@ -129,7 +141,8 @@ class HTTPOptions:
     """
 
     connect_timeout: float = 10.0
-    idle_timeout: float = 300.0
+    idle_timeout: float = 120.0
+    progress_timeout: float | None = 300.0
     write_timeout: float = 60.0
     max_connections: int = 32
     max_keepalive_connections: int = 8
@@ -539,6 +552,51 @@ def _read_fault(exc: httpx2.HTTPError, idle: float) -> str:
     return f"reading the stream failed: {_describe_exception(exc)}"
 
 
+class _Watch:
+    """When the stream last showed life, and how long it may go without.
+
+    Two clocks: a whole line (keep-alives included) resets ``idle_timeout``; a frame
+    that adds to the reply resets ``progress_timeout``. Time spent handing events to the
+    consumer is not the server's: the clocks are read when reading resumes.
+    """
+
+    def __init__(self, options: HTTPOptions) -> None:
+        self._idle = options.idle_timeout
+        self._progress = options.progress_timeout
+        self._line = self._moved = trio.current_time()
+        self._mid_line = False
+
+    def deadline(self) -> float:
+        deadline = self._line + self._idle
+        if self._progress is not None:
+            deadline = min(deadline, self._moved + self._progress)
+        return deadline
+
+    def saw(self, *, line: bool, mid_line: bool, progress: bool) -> None:
+        """A chunk was read (and its events handed over): it ended ``line``s, left a
+        line unfinished (``mid_line``), added to the reply (``progress``)."""
+        now = trio.current_time()
+        if line:
+            self._line = now
+        self._mid_line = mid_line
+        if progress:
+            self._moved = now
+
+    def fault(self) -> str:
+        """Why the stream was given up when ``deadline()`` passed."""
+        if self._progress is not None and self._moved + self._progress <= self._line + self._idle:
+            return (
+                f"the stream made no progress for {self._progress:g}s: nothing but "
+                "keep-alives or unfinished events arrived (progress_timeout)"
+            )
+        if self._mid_line:
+            return (
+                f"the stream stalled: bytes trickled in but no whole line for "
+                f"{self._idle:g}s (idle_timeout)"
+            )
+        return f"the stream stalled: no data for {self._idle:g}s (idle_timeout)"
+
+
 async def produce(
     session: Session,
     prepare: Callable[[], Prepared],
@@ -549,9 +607,7 @@ async def produce(
     try:
         prepared = prepare()
     except Exception as exc:
-        yield builder.fail(
-            session.redact(f"cannot build the request: {_describe_exception(exc)}")
-        )
+        yield builder.fail(session.redact(f"cannot build the request: {_describe_exception(exc)}"))
         return
     decoder = prepared.decoder
     try:
@@ -566,23 +622,33 @@ async def produce(
         )
         return
     sse = SSEDecoder(max_event_bytes=session.options.max_event_bytes)
+    watch = _Watch(session.options)
     final: ev.Done | ev.Error
     try:
         try:
             while True:
-                chunk = await body.read()
+                with trio.move_on_at(watch.deadline()) as timer:
+                    chunk = await body.read()
+                if timer.cancelled_caught:
+                    raise StreamFault(watch.fault())
                 if chunk is None:
                     raise StreamFault(
                         f"the stream ended before {decoder.terminator} "
                         "(the server or a proxy closed it early; the reply is incomplete)"
                     )
+                lines = sse.lines
+                progress = False
                 for item in sse.feed(chunk):
-                    for event in decoder.feed(item):
+                    # A frame that adds nothing to the reply (a ping) is a keep-alive.
+                    events = decoder.feed(item)
+                    progress = progress or bool(events) or decoder.finished
+                    for event in events:
                         yield event
                     if decoder.finished:
                         break
                 if decoder.finished:
                     break
+                watch.saw(line=sse.lines != lines, mid_line=sse.mid_line, progress=progress)
             await body.drain()
             final = decoder.finish()
         except StreamFault as fault:
