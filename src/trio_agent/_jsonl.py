@@ -161,6 +161,9 @@ class LoadedTranscript:
 def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
     """Read a JSONL transcript written by :class:`JsonlTranscript`. Blocks (file I/O).
 
+    The file is read one line at a time, so the memory it takes is about that of the
+    messages themselves (plus one line), not a copy of the whole file.
+
     Lines are numbered from 1, the header being line 1. The last line is kept when it
     reads as a message, with or without its final newline; when it is not UTF-8 JSON
     text it is *torn* (a crash cut it): it is dropped and reported in

@@ -13,9 +13,12 @@ import attrs
 import pytest
 from _httpserver import Received, Responder, error, recorded
 from _streamkit import FAST, KEY, collect, final, make_model
+from hypothesis import given
+from hypothesis import strategies as st
 
 from trio_agent import Done, Error
-from trio_agent.providers import Anthropic, OpenAIChat, RetryPolicy
+from trio_agent.providers import Anthropic, HTTPOptions, OpenAIChat, RetryPolicy
+from trio_agent.providers._http import Secret
 
 if TYPE_CHECKING:
     from _httpserver import Server
@@ -167,3 +170,29 @@ def test_an_invalid_base_url_error_does_not_show_its_credentials(bad: str) -> No
         Anthropic("m", base_url=bad)
     assert "pw-0123456789" not in str(info.value)
     assert "user" not in str(info.value)
+
+
+# Upper case, digits and characters that escape differently in JSON, repr and URLs; no
+# lower case, so no window of a key can be a piece of the fixed words around it.
+KEY_CHARACTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_\"'\\/+=%\n\t"
+
+
+@given(
+    key=st.text(KEY_CHARACTERS, min_size=8, max_size=64).filter(lambda k: k == k.strip()),
+    cut=st.integers(0, 64),
+)
+def test_redaction_hides_every_form_and_every_part_of_any_key(key: str, cut: int) -> None:
+    text = echo(key) + f" / head {key[:cut]} / tail {key[cut:]} / "
+    hidden = Secret(key).redact(text)
+    for part in (key[:cut], key[cut:]):
+        if len(part) >= 8:
+            assert_hidden(hidden, part)
+    assert_hidden(hidden, key)
+    assert "[redacted]" in hidden
+
+
+def test_timeouts_are_checked() -> None:
+    with pytest.raises(ValueError, match="idle_timeout"):
+        HTTPOptions(idle_timeout=0)
+    with pytest.raises(ValueError, match="progress_timeout"):
+        HTTPOptions(progress_timeout=-1)

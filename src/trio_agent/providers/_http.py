@@ -113,6 +113,16 @@ class RetryPolicy:
         return base * random.uniform(0.5, 1.0)
 
 
+def _seconds(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{attribute.name} must be a positive number of seconds, not {value!r}")
+
+
+def _seconds_or_none(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        _seconds(_, attribute, value)
+
+
 @attrs.frozen(kw_only=True)
 class HTTPOptions:
     """Connection settings of a provider model (one HTTP client per model).
@@ -141,8 +151,8 @@ class HTTPOptions:
     """
 
     connect_timeout: float = 10.0
-    idle_timeout: float = 120.0
-    progress_timeout: float | None = 300.0
+    idle_timeout: float = attrs.field(default=120.0, validator=_seconds)
+    progress_timeout: float | None = attrs.field(default=300.0, validator=_seconds_or_none)
     write_timeout: float = 60.0
     max_connections: int = 32
     max_keepalive_connections: int = 8
