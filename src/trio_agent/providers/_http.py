@@ -189,19 +189,22 @@ def _runs(text: str, form: str) -> list[tuple[int, int]]:
     """Where ``text`` holds a run of at least ``_MIN_RUN`` consecutive characters of
     ``form`` (all of it when shorter): ``(start, end)`` of each, taken whole."""
     size = min(_MIN_RUN, len(form))
-    pieces = {form[i : i + size] for i in range(len(form) - size + 1)}
+    starts: set[int] = set()
+    for piece in {form[i : i + size] for i in range(len(form) - size + 1)}:
+        at = text.find(piece)
+        while at >= 0:
+            starts.add(at)
+            at = text.find(piece, at + 1)
     runs: list[tuple[int, int]] = []
-    i = 0
-    last = len(text) - size
-    while i <= last:
-        if text[i : i + size] not in pieces:
-            i += 1
-            continue
-        end = i + size
-        while end < len(text) and text[i : end + 1] in form:
+    covered = 0
+    for start in sorted(starts):
+        if start + size <= covered:
+            continue  # inside a run already found
+        end = start + size
+        while end < len(text) and text[start : end + 1] in form:
             end += 1
-        runs.append((i, end))
-        i = end
+        runs.append((start, end))
+        covered = max(covered, end)
     return runs
 
 
