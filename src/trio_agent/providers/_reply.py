@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _events as ev
 from .._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall, Usage
+from .._serde import join_surrogate_pairs
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -68,12 +69,7 @@ class _Block:
         the previous fragment goes in front (joined with a low half into its character),
         and a high surrogate at the end is held back in turn."""
         if self.held:
-            low = fragment[:1]
-            if "\udc00" <= low <= "\udfff":
-                pair = (ord(self.held) - 0xD800) << 10 | (ord(low) - 0xDC00)
-                fragment = chr(0x10000 + pair) + fragment[1:]
-            else:
-                fragment = self.held + fragment
+            fragment = join_surrogate_pairs(self.held + fragment[:1]) + fragment[1:]
             self.held = ""
         last = fragment[-1:]
         if "\ud800" <= last <= "\udbff":
