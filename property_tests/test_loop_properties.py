@@ -152,6 +152,8 @@ async def test_queued_messages_arrive_in_order(
 def test_any_message_round_trips_through_json(message: Message) -> None:
     text = dumps([message])
     assert loads(text) == (message,)
+    # Written as UTF-8 and read back: lone surrogates in the message included.
+    assert loads(text.encode("utf-8")) == (message,)
 
 
 @given(transcript=transcripts())

@@ -10,6 +10,7 @@ import pytest
 
 from trio_agent import (
     AssistantMessage,
+    JsonlTranscript,
     Message,
     Text,
     ToolCall,
@@ -201,3 +202,16 @@ def test_the_installed_command(tmp_path: Path) -> None:
     helped = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0
     assert "--repair OUT" in helped.stdout
+
+
+async def test_repair_over_a_file_a_run_still_writes_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "t.jsonl"
+    write_transcript(path, CRASHED)
+    async with JsonlTranscript(path) as transcript:
+        code, _, err = check(capsys, str(path), "--repair", str(path))
+        assert code == 1
+        assert f"{path}: cannot write: {path} is already open for writing" in err
+        await transcript.write_messages([result("c2")])
+    assert load_transcript(path).messages == (*CRASHED, result("c2"))

@@ -11,16 +11,20 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit import Recorder, call, ctx, prompt, reply, sleeper, tool_use
+from loopkit import Recorder, call, ctx, make_tool, prompt, reply, sleeper, tool_use
 from trio_agent import (
     AgentEvent,
     AgentRunError,
@@ -32,7 +36,10 @@ from trio_agent import (
     LoadedTranscript,
     Message,
     MessageEnd,
+    Start,
     Text,
+    TextDelta,
+    TextStart,
     Thinking,
     ToolCall,
     ToolExecutionStart,
@@ -40,8 +47,11 @@ from trio_agent import (
     TranscriptFormatError,
     TurnEnd,
     UserMessage,
+    _jsonl,
     check_transcript,
+    dumps,
     load_transcript,
+    loads,
     open_agent,
     open_agent_loop,
     repair,
@@ -51,7 +61,7 @@ from trio_agent import (
 from trio_agent._jsonl import HEADER_LINE
 from trio_agent._serde import message_to_json
 from trio_agent._transcript import transcript_violations
-from trio_agent.testing import ScriptedModel
+from trio_agent.testing import ScriptedModel, messages
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -815,3 +825,202 @@ def test_repair_restores_pairing(case: tuple[list[Message], list[Message]]) -> N
         return m.tool_call_id if type(m) is ToolResultMessage else m
 
     assert [key(m) for m in repaired] == [key(m) for m in full]
+
+
+# --- any string the loop can emit is written and read back ---------------------------
+
+# os.fsdecode of a Latin-1 file name, a lone high and a lone low half of a UTF-16 pair,
+# and a whole emoji: what tools and streams can put into a message.
+ODD = os.fsdecode(b"caf\xe9.txt") + " \ud83d high alone, \ude00 low alone, 😀 whole"
+
+
+def odd_messages() -> list[Message]:
+    return [
+        user(ODD),
+        AssistantMessage(
+            content=(Thinking(thinking=ODD), Text(text=ODD), call("c\udce9", path=ODD)),
+            stop_reason="tool_use",
+            model="m\udce9",
+            timestamp=2.0,
+        ),
+        ToolResultMessage(
+            tool_call_id="c\udce9",
+            tool_name="probe",
+            content=(Text(text=ODD),),
+            details={ODD: [ODD]},
+            timestamp=3.0,
+        ),
+        CustomMessage(kind="note", content=ODD, timestamp=4.0),
+    ]
+
+
+def test_lone_surrogates_are_written_as_escapes_and_read_back(tmp_path: Path) -> None:
+    assert ODD.startswith("caf\udce9.txt")
+    messages = odd_messages()
+    path = tmp_path / "odd.jsonl"
+    write_transcript(path, messages)
+    raw = path.read_bytes()
+    text = raw.decode("utf-8")  # valid UTF-8 throughout
+    # Visible and lossless: the undecodable byte shows as its escape, other text as is.
+    assert "caf\\udce9.txt" in text
+    assert "\\ud83d high alone, \\ude00 low alone, 😀 whole" in text
+    assert load_transcript(path).messages == tuple(messages)
+    assert loads(dumps(messages).encode("utf-8")) == tuple(messages)
+
+
+async def test_a_sink_writes_a_result_holding_an_undecodable_file_name(tmp_path: Path) -> None:
+    """A tool listing a file whose name is not UTF-8: the run ends normally and the
+    whole transcript is on disk (it used to die in the sink, the result never written)."""
+
+    async def listing(call: ToolCall, args: Mapping[str, Any], ctx: Any) -> str:
+        await trio.lowlevel.checkpoint()
+        return os.fsdecode(b"caf\xe9.txt")
+
+    path = tmp_path / "run.jsonl"
+    model = ScriptedModel([tool_use(call("c1")), reply("saw caf\udce9.txt")])
+    with trio.fail_after(GUARD):
+        async with JsonlTranscript(path) as transcript:
+            res = await run_agent_loop(
+                prompt(), ctx(make_tool("probe", listing)), model, on_event=transcript
+            )
+    assert res.reason == "stop"
+    assert res.messages[2].content == (Text(text="caf\udce9.txt"),)  # type: ignore[union-attr]
+    assert load_transcript(path).messages == res.messages
+
+
+async def test_a_pair_split_across_deltas_is_joined_in_a_partial_reply(tmp_path: Path) -> None:
+    """A model sends an emoji's two UTF-16 halves as separate deltas, then the stream
+    dies: the partial reply kept by the loop holds the real emoji, and it is written."""
+    events = [
+        Start(),
+        TextStart(index=0),
+        TextDelta(index=0, delta="smile \ud83d"),
+        TextDelta(index=0, delta="\ude00!"),
+    ]
+    path = tmp_path / "run.jsonl"
+    with trio.fail_after(GUARD):
+        async with JsonlTranscript(path) as transcript:
+            res = await run_agent_loop(
+                prompt(), ctx(), ScriptedModel([events]), on_event=transcript
+            )
+    reply_message = res.messages[-1]
+    assert isinstance(reply_message, AssistantMessage)
+    assert reply_message.stop_reason == "error"
+    assert reply_message.content == (Text(text="smile 😀!"),)
+    assert load_transcript(path).messages == res.messages
+
+
+@settings(deadline=None)
+@given(batch=st.lists(messages(), max_size=6))
+async def test_any_generated_message_is_written_and_read_back(batch: list[Message]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "t.jsonl")
+        async with JsonlTranscript(path, fsync=False) as transcript:
+            await transcript.write_messages(batch[:2])
+            for message in batch[2:]:
+                await transcript.write_event(MessageEnd(message=message))
+        assert load_transcript(path).messages == tuple(batch)
+        write_transcript(path, batch, fsync=False)
+        assert load_transcript(path).messages == tuple(batch)
+    assert loads(dumps(batch).encode("utf-8")) == tuple(batch)
+
+
+# --- write_transcript and an open writer ------------------------------------------------
+
+
+def names_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+async def test_write_transcript_is_refused_while_a_writer_has_the_file(tmp_path: Path) -> None:
+    """Rewriting a file a JsonlTranscript still appends to would send its later lines to
+    the replaced file: refused, naming the path, and nothing is lost."""
+    path = tmp_path / "run.jsonl"
+    first, later = user("first"), user("later")
+    async with JsonlTranscript(path) as transcript:
+        await transcript.write_messages([first])
+        with pytest.raises(AgentUsageError, match=re.escape(str(path))) as info:
+            await trio.to_thread.run_sync(write_transcript, path, [user("replacement")])
+        assert "close that one first" in str(info.value)
+        await transcript.write_messages([later])
+    assert load_transcript(path).messages == (first, later)
+    assert names_in(tmp_path) == ["run.jsonl"]  # no temporary left
+    # Once the writer is closed, the rewrite goes ahead.
+    write_transcript(path, [user("replacement")])
+    assert load_transcript(path).messages == (user("replacement"),)
+
+
+async def test_write_transcript_creates_a_missing_file_under_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "new.jsonl"
+    with pytest.raises(TypeError):
+        write_transcript(path, [CustomMessage(kind="x", content=object(), timestamp=1.0)])
+    assert not path.exists()  # nothing written, nothing created
+    write_transcript(path, [user("a")])
+    async with JsonlTranscript(path) as transcript:
+        await transcript.write_messages([user("b")])
+    assert load_transcript(path).messages == (user("a"), user("b"))
+
+
+def test_a_writer_opening_a_replaced_file_opens_the_new_one(tmp_path: Path) -> None:
+    """Between opening and locking, the file was renamed over: the writer must not
+    append to the old, unlinked file."""
+    path = tmp_path / "run.jsonl"
+    write_transcript(path, [user("old")])
+    real_lock = _jsonl._lock_file
+    replaced = False
+
+    def lock_after_a_rewrite(fd: int, where: Path) -> None:
+        nonlocal replaced
+        if not replaced:
+            replaced = True
+            write_transcript(path, [user("new")])
+        real_lock(fd, where)
+
+    async def append() -> None:
+        async with JsonlTranscript(path) as transcript:
+            await transcript.write_messages([user("appended")])
+
+    _jsonl._lock_file = lock_after_a_rewrite  # type: ignore[assignment]
+    try:
+        trio.run(append)
+    finally:
+        _jsonl._lock_file = real_lock  # type: ignore[assignment]
+    assert replaced
+    assert load_transcript(path).messages == (user("new"), user("appended"))
+
+
+# --- memory -------------------------------------------------------------------------------
+
+_PEAK_CHILD = """
+import json, resource, sys
+from trio_agent import load_transcript
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+loaded = load_transcript(sys.argv[1])
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"messages": len(loaded.messages), "growth_kib": after - before}))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in KiB on Linux")
+def test_load_transcript_peak_memory_stays_near_the_messages(tmp_path: Path) -> None:
+    """Reading ~57 MB of transcript: the peak grows by about the messages themselves
+    (they hold the text), not by copies of the whole file (it used to be 3-4x)."""
+    path = tmp_path / "big.jsonl"
+    line = (message_to_json(user("x" * 20_000)) + "\n").encode()
+    count = 3000
+    with open(path, "wb") as f:
+        f.write(HEADER_LINE)
+        for _ in range(count):
+            f.write(line)
+    size = path.stat().st_size
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK_CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    report = json.loads(out.stdout)
+    assert report["messages"] == count
+    ratio = report["growth_kib"] * 1024 / size
+    assert ratio < 2.0, f"peak grew by {ratio:.2f}x the file size"

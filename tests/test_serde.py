@@ -22,7 +22,7 @@ from trio_agent import (
     loads,
 )
 from trio_agent._events import AgentEvent
-from trio_agent._serde import event_to_json, from_jsonable
+from trio_agent._serde import event_to_json, from_jsonable, join_surrogate_pairs
 
 EVERY_KIND = [
     UserMessage(
@@ -143,3 +143,45 @@ def test_events_serialize_with_their_tags() -> None:
     data = json.loads(event_to_json(end))
     assert data["type"] == "agent_end"
     assert from_jsonable(data, AgentEvent) == end
+
+
+def test_surrogates_are_escaped_so_the_text_encodes_as_utf8() -> None:
+    lone = "caf\udce9.txt, \ud83d alone, \ude00 alone, 😀, ünïcode"
+    messages = [
+        UserMessage.text(lone, timestamp=1.0),
+        ToolResultMessage(
+            tool_call_id="c\ud800",
+            tool_name="t",
+            content=(Text(text=lone),),
+            details={lone: lone},
+            timestamp=2.0,
+        ),
+    ]
+    text = dumps(messages)
+    raw = text.encode("utf-8")  # no surrogate left to fail the encoder
+    assert "caf\\udce9.txt, \\ud83d alone, \\ude00 alone, 😀, ünïcode" in text
+    assert loads(raw) == loads(text) == tuple(messages)
+    line = event_to_json(AgentEnd(reason="stop", messages=tuple(messages)))
+    assert json.loads(line.encode("utf-8"))["messages"][0]["content"][0]["text"] == lone
+
+
+def test_a_high_and_a_low_surrogate_read_back_as_their_character() -> None:
+    """JSON cannot tell the code points U+D83D U+DE00 from the character they encode in
+    UTF-16: they read back as that character (what a stream that split it meant)."""
+    split = UserMessage.text("a\ud83d\ude00b", timestamp=1.0)
+    assert loads(dumps([split]).encode()) == (UserMessage.text("a😀b", timestamp=1.0),)
+
+
+@pytest.mark.parametrize(
+    ("text", "joined"),
+    [
+        ("plain", "plain"),
+        ("\ud83d\ude00", "😀"),
+        ("x\ud83d\ude00y\udbff\udfff", "x😀y\U0010ffff"),
+        ("\ude00\ud83d", "\ude00\ud83d"),  # low then high: not a pair
+        ("\ud83d\ud83d\ude00", "\ud83d😀"),
+        ("caf\udce9", "caf\udce9"),
+    ],
+)
+def test_join_surrogate_pairs(text: str, joined: str) -> None:
+    assert join_surrogate_pairs(text) == joined

@@ -12,7 +12,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, TypeVar
 
-from ._errors import TranscriptFormatError
+from ._errors import AgentUsageError, TranscriptFormatError
 from ._jsonl import load_transcript, write_transcript
 from ._transcript import repair, transcript_violations
 
@@ -91,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
             write_transcript(args.repair, repaired)
         except OSError as exc:
             print(f"{args.repair}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        except AgentUsageError as exc:  # a run still appends to it
+            print(f"{args.repair}: cannot write: {exc}", file=sys.stderr)
             return 1
         remaining = transcript_violations(repaired)
         for v in remaining:

@@ -1,6 +1,7 @@
 """JSONL transcripts on disk: written as a run goes, read back after a crash.
 
-File format, version 1 (UTF-8, one JSON object per line, each line ends with ``\\n``)::
+File format, version 1 (UTF-8, one JSON object per line, each line ends with ``\\n``;
+surrogate code points, which UTF-8 cannot hold, are written as ``\\uXXXX`` escapes)::
 
     {"format":"trio-agent-transcript","version":1}       line 1: the header
     {"role":"user","content":[...],"timestamp":...}       then one line per finished
@@ -63,6 +64,8 @@ FsyncMode = bool | Literal["turn"]
 
 # How far back to look for the start of the last line at a time, when reopening a file.
 _CHUNK = 1 << 16
+# How often to reopen a file that is replaced between opening and locking it.
+_REOPEN_TRIES = 100
 
 
 class _Unreadable(Exception):
@@ -158,6 +161,9 @@ class LoadedTranscript:
 def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
     """Read a JSONL transcript written by :class:`JsonlTranscript`. Blocks (file I/O).
 
+    The file is read one line at a time, so the memory it takes is about that of the
+    messages themselves (plus one line), not a copy of the whole file.
+
     Lines are numbered from 1, the header being line 1. The last line is kept when it
     reads as a message, with or without its final newline; when it is not UTF-8 JSON
     text it is *torn* (a crash cut it): it is dropped and reported in
@@ -172,32 +178,36 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
         OSError: the file cannot be read.
     """
     where = os.fspath(path)
-    data = Path(path).read_bytes()
-    if not data:
-        raise TranscriptFormatError(
-            f"{where}:1: empty file, not a trio-agent transcript (expected a header line)",
-            line=1,
-        )
-    lines = data.split(b"\n")
-    if data.endswith(b"\n"):
-        lines.pop()
-    version = _parse_header(lines[0], where)
-    last = len(lines)
-    messages: list[Message] = []
-    append = messages.append
-    for number, raw in enumerate(lines[1:], start=2):
-        try:
-            item = _decode(raw)
-        except _Unreadable as exc:
-            if number == last:
-                return LoadedTranscript(
-                    messages=tuple(messages),
-                    version=version,
-                    torn_line=number,
-                    torn_reason=str(exc),
-                )
-            raise TranscriptFormatError(f"{where}:{number}: {exc}", line=number) from None
-        append(_parse_message(item, where, number))
+    # Line by line, one line ahead (to know which one is the last): memory stays near
+    # the size of the messages themselves, never a copy of the whole file.
+    with open(path, "rb") as f:
+        header = f.readline()
+        if not header:
+            raise TranscriptFormatError(
+                f"{where}:1: empty file, not a trio-agent transcript (expected a header line)",
+                line=1,
+            )
+        version = _parse_header(header.removesuffix(b"\n"), where)
+        messages: list[Message] = []
+        append = messages.append
+        number = 1
+        line = f.readline()
+        while line:
+            number += 1
+            after = f.readline()
+            try:
+                item = _decode(line.removesuffix(b"\n"))
+            except _Unreadable as exc:
+                if not after:
+                    return LoadedTranscript(
+                        messages=tuple(messages),
+                        version=version,
+                        torn_line=number,
+                        torn_reason=str(exc),
+                    )
+                raise TranscriptFormatError(f"{where}:{number}: {exc}", line=number) from None
+            append(_parse_message(item, where, number))
+            line = after
     return LoadedTranscript(messages=tuple(messages), version=version)
 
 
@@ -225,24 +235,40 @@ def write_transcript(
     new one, never a mix. Use it to rewrite a transcript after :func:`repair` before
     appending to it again.
 
+    It takes the same lock as :class:`JsonlTranscript`, so it never replaces a file a
+    writer still has open (whose later lines would go to the replaced file and be lost):
+    while one does, it is refused and nothing is written.
+
     Raises:
+        AgentUsageError: a ``JsonlTranscript`` (in this or another process) has ``path``
+            open; close it first.
         OSError: the file cannot be written (the temporary file is removed).
-        TypeError: a message holds a value that is not JSON (in ``details``, say).
+        TypeError: a message holds a value that is not JSON (in ``details``, say);
+            nothing is written.
     """
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     payload = HEADER_LINE + _encode(messages)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # Locking needs a file to lock: a missing target is created empty, under the lock,
+    # so that no writer can open it meanwhile.
+    fd, created = _open_locked(target, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            f.flush()
-            if fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+        try:
+            with open(tmp, "wb") as f:
+                f.write(payload)
+                f.flush()
+                if fsync:
+                    os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            if created and _names(fd, target):
+                with contextlib.suppress(OSError):
+                    target.unlink()
+            raise
+    finally:
+        os.close(fd)  # releases the lock
     if fsync:
         _fsync_dir(target.parent)
 
@@ -290,7 +316,8 @@ class JsonlTranscript:
     Entering opens the file: a new (or empty) file gets the header line; an existing
     transcript is appended to — its header is checked, not repeated, and a torn last
     line left by a crash is cut off (:attr:`dropped_bytes`). One ``JsonlTranscript``
-    (in any process) may write a file at a time: the file is locked while open.
+    (in any process) may write a file at a time: the file is locked while open, and
+    :func:`write_transcript` refuses to replace it meanwhile.
     Leaving the block closes the file (after a last fsync when ``fsync`` is ``"turn"``).
 
     Each ``MessageEnd`` becomes one line, in call order. The write (and fsync) runs in a
@@ -367,15 +394,8 @@ class JsonlTranscript:
         await trio.lowlevel.checkpoint_if_cancelled()
 
     def _open_sync(self) -> None:
-        flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-        created = True
+        fd, created = _open_locked(self.path, os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
         try:
-            fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            created = False
-            fd = os.open(self.path, flags)
-        try:
-            _lock_file(fd, self.path)
             size = os.fstat(fd).st_size
             if size:
                 size = self._check_existing(fd, size)
@@ -519,6 +539,48 @@ def _lock_file(fd: int, path: Path) -> None:
             f"{path} is already open for writing by another JsonlTranscript "
             "(in this or another process); close that one first"
         ) from None
+
+
+def _names(fd: int, path: Path) -> bool:
+    """True if ``path`` still names the file open as ``fd``."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _open_locked(path: Path, flags: int) -> tuple[int, bool]:
+    """Open ``path`` (created if missing) and lock it; return the fd and whether it was
+    created.
+
+    A file that was renamed over between opening and locking (by
+    :func:`write_transcript`) is not the transcript any more: open the new one.
+
+    Raises:
+        AgentUsageError: another writer holds the lock.
+        OSError: the file cannot be opened.
+    """
+    for _ in range(_REOPEN_TRIES):
+        created = True
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            created = False
+            try:
+                fd = os.open(path, flags)
+            except FileNotFoundError:
+                continue  # removed meanwhile: create it
+        try:
+            _lock_file(fd, path)
+            if _names(fd, path):
+                return fd, created
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise OSError(f"{path} kept being replaced while it was being opened; try again")
 
 
 def _line_start(fd: int, stop: int, floor: int) -> int:

@@ -5,11 +5,21 @@ Unions are tagged (``type`` for blocks and events, ``role`` for messages) with
 default coercions (``"false"`` → True, ``None`` → ``"None"``) would silently corrupt a
 transcript. Structuring errors become :class:`TranscriptFormatError` naming the path of
 the first bad field, like ``$[3].content[0].type``.
+
+Text is written as UTF-8 JSON, except for surrogate code points (U+D800–U+DFFF), which
+UTF-8 cannot encode: they come from undecodable file names (``os.fsdecode`` gives
+``"caf\\udce9.txt"``) or from a UTF-16 pair a stream split in two. They are written as
+JSON ``\\uXXXX`` escapes, which read back as the same code points, so any string the loop
+can hold is written and read back. One case cannot be told apart in JSON: a high
+surrogate directly followed by a low one is, by JSON's rules, the character the pair
+encodes in UTF-16 (``"\\ud83d\\ude00"`` is 😀), so it reads back joined; lone surrogates
+read back as they were.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -30,7 +40,7 @@ from ._messages import (
     ToolCall,
 )
 
-__all__ = ["dumps", "loads"]
+__all__ = ["dumps", "join_surrogate_pairs", "loads"]
 
 T = TypeVar("T")
 
@@ -200,21 +210,64 @@ def from_jsonable(data: Any, cl: type[T] | Any, *, path: str = "$") -> T:
         raise _format_error(exc, path) from None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _json_text(value: Any) -> str:
+    """Compact JSON text of ``value`` that encodes as UTF-8 whatever strings it holds.
+
+    Non-ASCII characters stay as they are (readable); surrogate code points, which UTF-8
+    cannot encode, become ``\\uXXXX`` escapes. They can only occur inside JSON strings,
+    where an escape is the same value.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(_escape, text)
+
+
+def _join_pair(match: re.Match[str]) -> str:
+    pair = match.group()
+    return chr(0x10000 + ((ord(pair[0]) - 0xD800) << 10) + (ord(pair[1]) - 0xDC00))
+
+
+def join_surrogate_pairs(text: str) -> str:
+    """``text`` with every high surrogate directly followed by a low one replaced by the
+    character the pair encodes in UTF-16 (``"\\ud83d\\ude00"`` → ``"😀"``).
+
+    Such pairs appear when a stream sends the two halves of a character as JSON escapes
+    in separate pieces. Lone surrogates are left as they are. Returns ``text`` itself
+    when there is nothing to join.
+    """
+    if _PAIR.search(text) is None:
+        return text
+    return _PAIR.sub(_join_pair, text)
+
+
 def message_to_json(message: Message) -> str:
-    """One message as compact JSON text (one line)."""
-    return json.dumps(to_jsonable(message, Message), ensure_ascii=False, separators=(",", ":"))
+    """One message as compact JSON text (one line) that encodes as UTF-8."""
+    return _json_text(to_jsonable(message, Message))
 
 
 def event_to_json(event: ev.AgentEvent) -> str:
-    """One loop event as compact JSON text (one line)."""
-    return json.dumps(to_jsonable(event, ev.AgentEvent), ensure_ascii=False, separators=(",", ":"))
+    """One loop event as compact JSON text (one line) that encodes as UTF-8."""
+    return _json_text(to_jsonable(event, ev.AgentEvent))
 
 
 def dumps(messages: Iterable[Message]) -> str:
-    """Serialize messages to a JSON array (text). ``loads(dumps(x)) == tuple(x)``."""
-    return json.dumps(
-        [to_jsonable(m, Message) for m in messages], ensure_ascii=False, separators=(",", ":")
-    )
+    """Serialize messages to a JSON array (text). ``loads(dumps(x)) == tuple(x)``.
+
+    The text always encodes as UTF-8: surrogate code points (from undecodable file
+    names, say) are written as ``\\uXXXX`` escapes. A high surrogate directly followed
+    by a low one reads back as the one character that pair encodes (JSON cannot tell
+    them apart); lone surrogates read back unchanged.
+    """
+    return _json_text([to_jsonable(m, Message) for m in messages])
 
 
 def loads(text: str | bytes) -> tuple[Message, ...]:

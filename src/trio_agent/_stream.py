@@ -5,7 +5,8 @@ mutable per-block builders (lists of fragments). Each block event yields a snaps
 records only *how far* the accumulation had gone (the number of blocks, and the fragment
 count of each block still open) — O(1) to make for the usual one-open-block stream — and
 builds the partial message only when someone reads it. Text is joined once per read, so
-N deltas cost O(total size), never O(N²).
+N deltas cost O(total size), never O(N²). Joining also rejoins a UTF-16 surrogate pair
+whose halves arrived in separate deltas.
 
 The final message is the ``Done``/``Error`` event's message: block events are for live
 display. Malformed streams are tolerated where SPEC §2 says so (block events before
@@ -24,6 +25,7 @@ import attrs
 
 from . import _events as ev
 from ._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall
+from ._serde import join_surrogate_pairs
 
 __all__ = ["StreamAccumulator"]
 
@@ -44,11 +46,13 @@ class _Block:
 
     def partial(self, count: int) -> Text | Thinking | ToolCall | None:
         """The block as it stood when it had ``count`` fragments (None: not showable)."""
+        # A UTF-16 pair split across two deltas (each half sent as a JSON escape) is
+        # joined back into its character.
+        raw = join_surrogate_pairs("".join(self.parts[:count]))
         if self.kind == _TEXT:
-            return Text(text="".join(self.parts[:count]))
+            return Text(text=raw)
         if self.kind == _THINKING:
-            return Thinking(thinking="".join(self.parts[:count]))
-        raw = "".join(self.parts[:count])
+            return Thinking(thinking=raw)
         try:
             args = json.loads(raw) if raw.strip() else {}
         except ValueError:

@@ -69,6 +69,8 @@ class Anthropic(HTTPModel):
         model: the model name sent in each request (``ModelOptions.model`` overrides it).
         base_url: the API root (``/v1/messages`` is appended).
         api_key: sent as ``x-api-key``; default ``ANTHROPIC_API_KEY`` from the environment.
+            Surrounding whitespace is stripped; the key never appears in a repr or an
+            error message.
         max_tokens: ``max_tokens`` when ``ModelOptions.max_tokens`` is not set (the API
             requires one). With thinking on, the thinking budget is added to it.
         prompt_cache: mark the system prompt and the last user turn as cache

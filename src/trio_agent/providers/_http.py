@@ -13,9 +13,13 @@ memory channel. :func:`produce` is the whole life of one request:
    failed attempts were error responses, never part of a reply. The waits are plain
    ``trio.sleep`` calls, so a cancel stops them.
 3. The body is decoded (``_sse.SSEDecoder``) and handed to the provider's decoder,
-   which answers with assistant events. The reply succeeds only when the provider's
-   terminal frame arrives (``[DONE]`` / ``message_stop``): a body that ends without it is
-   a connection that died, never a success.
+   which answers with assistant events. Two clocks bound a stream that stops moving
+   (:class:`HTTPOptions`): ``idle_timeout`` since the last whole line (a keep-alive
+   counts, bytes trickling in without a line end do not) and ``progress_timeout``
+   since the last frame that added to the reply (keep-alives do not count). The reply
+   succeeds only when the provider's terminal frame arrives (``[DONE]`` /
+   ``message_stop``): a body that ends without it is a connection that died, never a
+   success.
 4. After the terminal frame the rest of the body is drained briefly so the connection
    goes back to the pool; on any fault it is closed instead. Either way the connection
    is released *before* the terminal event is yielded, so a consumer that leaves right
@@ -27,8 +31,10 @@ content kept. An abort is a cancel: leaving the ``async with`` cancels the task,
 :class:`_Body`, which lets httpx2's chain of async generators finish by an exception
 instead of leaving them suspended for the garbage collector (trio warns about those).
 
-API keys live in a :class:`Secret`: never in a repr, and scrubbed from every error text
-(servers sometimes echo part of a rejected key).
+API keys live in a :class:`Secret`: stripped of surrounding whitespace when read, never
+in a repr, and scrubbed from every error text in every form they can take there (raw,
+escaped, repr'd, partly: servers sometimes echo part of a rejected key). Credentials in
+``base_url`` (``https://user:key@host``) are shown nowhere either.
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ import email.utils
 import json
 import os
 import random
+import re
 import time
+import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
@@ -105,14 +113,32 @@ class RetryPolicy:
         return base * random.uniform(0.5, 1.0)
 
 
+def _seconds(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{attribute.name} must be a positive number of seconds, not {value!r}")
+
+
+def _seconds_or_none(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        _seconds(_, attribute, value)
+
+
 @attrs.frozen(kw_only=True)
 class HTTPOptions:
     """Connection settings of a provider model (one HTTP client per model).
 
     Attributes:
         connect_timeout: seconds to open a connection.
-        idle_timeout: the longest silence accepted while waiting for the response or
-            between two chunks of the stream; then the reply ends with an ``Error``.
+        idle_timeout: the longest wait for the response, and then the longest the
+            stream may go without a whole line (keep-alives count; bytes trickling in
+            without ending a line do not); then the reply ends with an ``Error``.
+            Default 2 minutes. A server that thinks silently for longer (a reasoning
+            model that streams no reasoning) needs more.
+        progress_timeout: the longest the stream may go without a frame that adds to
+            the reply (text, thinking, a tool call, its end), however many keep-alives
+            arrive meanwhile: SSE comments like ``: ping``, Anthropic ``ping`` events,
+            empty frames. Default 5 minutes — room for the pings a model sends while it
+            thinks. None: keep-alives keep a stream alive forever.
         write_timeout: seconds to send a piece of the request.
         max_connections: connections open at once; further requests wait for a free
             one (without a time limit; they can be cancelled).
@@ -125,7 +151,8 @@ class HTTPOptions:
     """
 
     connect_timeout: float = 10.0
-    idle_timeout: float = 300.0
+    idle_timeout: float = attrs.field(default=120.0, validator=_seconds)
+    progress_timeout: float | None = attrs.field(default=300.0, validator=_seconds_or_none)
     write_timeout: float = 60.0
     max_connections: int = 32
     max_keepalive_connections: int = 8
@@ -136,13 +163,65 @@ class HTTPOptions:
     trust_env: bool = True
 
 
-class Secret:
-    """An API key that never shows up in a repr, a log or an error message."""
+# The shortest run of a key's characters that is hidden on its own (a shorter key is
+# hidden only whole): servers echo a rejected key partly, as a prefix or a suffix.
+_MIN_RUN = 8
 
-    __slots__ = ("_value",)
+
+def _forms(value: str) -> tuple[str, ...]:
+    """The ways ``value`` can be written into an error text: as is, escaped for JSON,
+    a Python ``repr`` (of the text or of its bytes), ``unicode_escape``, URL-encoded."""
+    forms = {
+        value,
+        repr(value)[1:-1],
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        repr(value.encode("utf-8", "surrogatepass"))[2:-1],
+        value.encode("unicode_escape").decode("ascii"),
+        urllib.parse.quote(value, safe=""),
+        urllib.parse.quote_plus(value, safe=""),
+    }
+    forms.discard("")
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def _runs(text: str, form: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds a run of at least ``_MIN_RUN`` consecutive characters of
+    ``form`` (all of it when shorter): ``(start, end)`` of each, taken whole."""
+    size = min(_MIN_RUN, len(form))
+    starts: set[int] = set()
+    for piece in {form[i : i + size] for i in range(len(form) - size + 1)}:
+        at = text.find(piece)
+        while at >= 0:
+            starts.add(at)
+            at = text.find(piece, at + 1)
+    runs: list[tuple[int, int]] = []
+    covered = 0
+    for start in sorted(starts):
+        if start + size <= covered:
+            continue  # inside a run already found
+        end = start + size
+        while end < len(text) and text[start : end + 1] in form:
+            end += 1
+        runs.append((start, end))
+        covered = max(covered, end)
+    return runs
+
+
+class Secret:
+    """A credential that never shows up in a repr, a log or an error message.
+
+    Surrounding whitespace is stripped when it is read (a key read from a file or a
+    secret store often ends with a newline, which the HTTP layer would refuse).
+    :meth:`redact` hides it in every form it can take in a text.
+    """
+
+    __slots__ = ("_forms", "_value")
 
     def __init__(self, value: str | None) -> None:
-        self._value = value or None
+        self._value = value.strip() if value else None
+        self._value = self._value or None
+        self._forms = _forms(self._value) if self._value else ()
 
     def __repr__(self) -> str:
         return "Secret(<set>)" if self._value else "Secret(<unset>)"
@@ -157,20 +236,38 @@ class Secret:
         return self._value
 
     def redact(self, text: str) -> str:
-        """``text`` with the key (or a long piece of it) replaced by ``[redacted]``."""
-        key = self._value
-        if not key:
+        """``text`` with the key replaced by ``[redacted]``.
+
+        Every form the key can take in a message is hidden: as is, JSON-escaped,
+        ``repr``'d (a text or bytes repr, as exceptions show a refused header),
+        ``unicode_escape``d or URL-encoded; and in each form, any run of 8 or more
+        consecutive characters of it (servers echo a rejected key partly: a prefix, a
+        suffix), taken whole. A key shorter than 8 characters is hidden only whole.
+        """
+        runs = sorted(run for form in self._forms for run in _runs(text, form))
+        if not runs:
             return text
-        text = text.replace(key, "[redacted]")
-        # Servers echo keys partly masked (first and last characters): hide any run of
-        # 12+ characters taken from the key, too.
-        if len(key) >= 24:
-            for size in (len(key) // 2, 12):
-                for i in range(0, len(key) - size + 1):
-                    piece = key[i : i + size]
-                    if piece in text:
-                        text = text.replace(piece, "[redacted]")
-        return text
+        # Runs of different forms may overlap (a piece of the key is the same in each):
+        # hide their union.
+        out: list[str] = []
+        done = 0
+        for start, end in runs:
+            if end <= done:
+                continue
+            if start > done or not out:
+                out.append(text[done:start])
+                out.append("[redacted]")
+            done = end
+        out.append(text[done:])
+        return "".join(out)
+
+
+_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+
+
+def _without_userinfo(text: str) -> str:
+    """``text`` with the credentials of any URL in it (``scheme://user:key@``) cut."""
+    return _USERINFO.sub("", text)
 
 
 def describe_error(payload: Any) -> str | None:
@@ -315,14 +412,23 @@ class Session:
         try:
             url = httpx2.URL(base_url)
         except httpx2.InvalidURL as exc:
-            raise ValueError(f"base_url is not a valid URL ({exc}): {base_url!r}") from None
+            raise ValueError(
+                f"base_url is not a valid URL ({_without_userinfo(str(exc))}): "
+                f"{_without_userinfo(base_url)!r}"
+            ) from None
         if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+            raise ValueError(
+                f"base_url must be an http(s) URL, got {_without_userinfo(base_url)!r}"
+            )
         self.base_url = base_url.rstrip("/")
-        # For messages: never show credentials embedded in the URL.
-        self._shown_url = str(url.copy_with(username=None, password=None)).rstrip("/")
+        # For messages and reprs: never show credentials embedded in the URL.
+        self.shown_url = str(url.copy_with(username=None, password=None)).rstrip("/")
         self.options = options
         self.secret = secret
+        # Credentials in the URL are secrets too: the password, or a lone user name
+        # (``https://TOKEN@host``, a common way to pass a token).
+        userinfo = url.password or url.username
+        self._secrets = (secret, Secret(userinfo)) if userinfo else (secret,)
         self._key_hint = key_hint
         self._client: httpx2.AsyncClient | None = None
 
@@ -355,7 +461,10 @@ class Session:
             await client.aclose()
 
     def redact(self, text: str) -> str:
-        return self.secret.redact(text)
+        """``text`` with the API key and credentials in ``base_url`` hidden."""
+        for secret in self._secrets:
+            text = secret.redact(text)
+        return text
 
     async def open(
         self, path: str, headers: Mapping[str, str], body: bytes
@@ -371,7 +480,7 @@ class Session:
         client = self.client
         retry = self.options.retry
         url = self.base_url + path
-        shown = self._shown_url + path
+        shown = self.shown_url + path
         attempt = 0
         while True:
             request = client.build_request("POST", url, content=body, headers=headers)
@@ -456,6 +565,51 @@ def _read_fault(exc: httpx2.HTTPError, idle: float) -> str:
     return f"reading the stream failed: {_describe_exception(exc)}"
 
 
+class _Watch:
+    """When the stream last showed life, and how long it may go without.
+
+    Two clocks: a whole line (keep-alives included) resets ``idle_timeout``; a frame
+    that adds to the reply resets ``progress_timeout``. Time spent handing events to the
+    consumer is not the server's: the clocks are read when reading resumes.
+    """
+
+    def __init__(self, options: HTTPOptions) -> None:
+        self._idle = options.idle_timeout
+        self._progress = options.progress_timeout
+        self._line = self._moved = trio.current_time()
+        self._mid_line = False
+
+    def deadline(self) -> float:
+        deadline = self._line + self._idle
+        if self._progress is not None:
+            deadline = min(deadline, self._moved + self._progress)
+        return deadline
+
+    def saw(self, *, line: bool, mid_line: bool, progress: bool) -> None:
+        """A chunk was read (and its events handed over): it ended ``line``s, left a
+        line unfinished (``mid_line``), added to the reply (``progress``)."""
+        now = trio.current_time()
+        if line:
+            self._line = now
+        self._mid_line = mid_line
+        if progress:
+            self._moved = now
+
+    def fault(self) -> str:
+        """Why the stream was given up when ``deadline()`` passed."""
+        if self._progress is not None and self._moved + self._progress <= self._line + self._idle:
+            return (
+                f"the stream made no progress for {self._progress:g}s: nothing but "
+                "keep-alives or unfinished events arrived (progress_timeout)"
+            )
+        if self._mid_line:
+            return (
+                f"the stream stalled: bytes trickled in but no whole line for "
+                f"{self._idle:g}s (idle_timeout)"
+            )
+        return f"the stream stalled: no data for {self._idle:g}s (idle_timeout)"
+
+
 async def produce(
     session: Session,
     prepare: Callable[[], Prepared],
@@ -466,7 +620,7 @@ async def produce(
     try:
         prepared = prepare()
     except Exception as exc:
-        yield builder.fail(f"cannot build the request: {_describe_exception(exc)}")
+        yield builder.fail(session.redact(f"cannot build the request: {_describe_exception(exc)}"))
         return
     decoder = prepared.decoder
     try:
@@ -481,29 +635,39 @@ async def produce(
         )
         return
     sse = SSEDecoder(max_event_bytes=session.options.max_event_bytes)
+    watch = _Watch(session.options)
     final: ev.Done | ev.Error
     try:
         try:
             while True:
-                chunk = await body.read()
+                with trio.move_on_at(watch.deadline()) as timer:
+                    chunk = await body.read()
+                if timer.cancelled_caught:
+                    raise StreamFault(watch.fault())
                 if chunk is None:
                     raise StreamFault(
                         f"the stream ended before {decoder.terminator} "
                         "(the server or a proxy closed it early; the reply is incomplete)"
                     )
+                lines = sse.lines
+                progress = False
                 for item in sse.feed(chunk):
-                    for event in decoder.feed(item):
+                    # A frame that adds nothing to the reply (a ping) is a keep-alive.
+                    events = decoder.feed(item)
+                    progress = progress or bool(events) or decoder.finished
+                    for event in events:
                         yield event
                     if decoder.finished:
                         break
                 if decoder.finished:
                     break
+                watch.saw(line=sse.lines != lines, mid_line=sse.mid_line, progress=progress)
             await body.drain()
             final = decoder.finish()
         except StreamFault as fault:
             final = builder.fail(session.redact(str(fault)))
         except SSETooLarge as exc:
-            final = builder.fail(str(exc))
+            final = builder.fail(session.redact(str(exc)))
         except httpx2.HTTPError as exc:
             final = builder.fail(session.redact(_read_fault(exc, session.options.idle_timeout)))
         except Exception as exc:
@@ -525,7 +689,8 @@ class HTTPModel:
         model: the default model name.
         provider: recorded in each ``AssistantMessage.provider``.
         base_url: the API root.
-        api_key: the key; None reads the environment variable ``key_env``.
+        api_key: the key; None reads the environment variable ``key_env``. Surrounding
+            whitespace (a newline left by a file) is stripped; empty means no key.
         key_env: where the key comes from by default.
         headers: extra request headers.
         http: timeouts, pool limits and retries.
@@ -626,5 +791,5 @@ class HTTPModel:
         key = "<set>" if self._session.secret else "<unset>"
         return (
             f"{type(self).__name__}(model={self.model!r}, "
-            f"base_url={self._session.base_url!r}, api_key={key})"
+            f"base_url={self._session.shown_url!r}, api_key={key})"
         )

@@ -64,7 +64,8 @@ class OpenAIChat(HTTPModel):
             ``http://localhost:8080/v1`` for llama.cpp, ``http://localhost:11434/v1``
             for Ollama.
         api_key: sent as a bearer token; default ``OPENAI_API_KEY`` from the
-            environment; none at all is fine for local servers.
+            environment; none at all is fine for local servers. Surrounding whitespace
+            is stripped; the key never appears in a repr or an error message.
         provider: the name recorded in each ``AssistantMessage.provider``.
         headers: extra request headers.
         max_tokens_field: where ``ModelOptions.max_tokens`` goes:

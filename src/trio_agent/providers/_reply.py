@@ -10,6 +10,12 @@ the final message and the ``index`` of their events.
 On failure the builder keeps the partial content the way the loop does: finished blocks,
 and text or thinking still open as it stood. A tool call whose arguments never finished
 is dropped (and named in the error message): it was never really made.
+
+A character outside the Basic Multilingual Plane (an emoji) may arrive as the two halves
+of its UTF-16 pair in separate frames (``"\\ud83d"`` then ``"\\ude00"``), each decoding to
+a lone surrogate. A fragment ending in a high surrogate keeps it back until the next
+fragment of the block, and the two are joined into the real character: every delta and
+the final message hold 😀, never its halves. A half that stays alone is kept as is.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _events as ev
 from .._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall, Usage
+from .._serde import join_surrogate_pairs
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -33,17 +40,46 @@ class StreamFault(Exception):
 
 
 class _Block:
-    __slots__ = ("call_id", "final", "index", "kind", "name", "parts", "redacted", "signature")
+    __slots__ = (
+        "call_id",
+        "final",
+        "held",
+        "index",
+        "kind",
+        "name",
+        "parts",
+        "redacted",
+        "signature",
+    )
 
     def __init__(self, kind: str, index: int) -> None:
         self.kind = kind
         self.index = index
         self.parts: list[str] = []
+        # A high surrogate that ended the last fragment, waiting for its low half.
+        self.held = ""
         self.signature: list[str] = []
         self.redacted = False
         self.call_id = ""
         self.name = ""
         self.final: Text | Thinking | ToolCall | None = None
+
+    def take(self, fragment: str) -> str:
+        """``fragment`` as it should be shown and kept: a high surrogate held back from
+        the previous fragment goes in front (joined with a low half into its character),
+        and a high surrogate at the end is held back in turn."""
+        if self.held:
+            fragment = join_surrogate_pairs(self.held + fragment[:1]) + fragment[1:]
+            self.held = ""
+        last = fragment[-1:]
+        if "\ud800" <= last <= "\udbff":
+            self.held = last
+            fragment = fragment[:-1]
+        return fragment
+
+    def text(self) -> str:
+        """Everything received, a held-back half included."""
+        return "".join(self.parts) + self.held
 
 
 def parse_arguments(raw: str, what: str) -> dict[str, Any]:
@@ -112,6 +148,7 @@ class ReplyBuilder:
     def _delta(self, key: Hashable, kind: str, delta: str) -> list[ev.AssistantEvent]:
         out: list[ev.AssistantEvent] = []
         block = self._get(key, kind, out)
+        delta = block.take(delta)
         if delta:
             block.parts.append(delta)
             if kind == _TEXT:
@@ -158,9 +195,10 @@ class ReplyBuilder:
 
     def call_delta(self, key: Hashable, fragment: str) -> list[ev.AssistantEvent]:
         """A fragment of the argument JSON of open call ``key``."""
+        block = self._open[key]
+        fragment = block.take(fragment)
         if not fragment:
             return []
-        block = self._open[key]
         block.parts.append(fragment)
         return [ev.ToolCallDelta(index=block.index, delta=fragment)]
 
@@ -176,10 +214,18 @@ class ReplyBuilder:
         if block is None:
             return []
         i = block.index
+        out: list[ev.AssistantEvent] = []
+        if block.held and block.kind != _CALL:
+            # A high surrogate whose low half never came: shown and kept alone.
+            held, block.held = block.held, ""
+            block.parts.append(held)
+            delta = ev.TextDelta if block.kind == _TEXT else ev.ThinkingDelta
+            out.append(delta(index=i, delta=held))
         if block.kind == _TEXT:
             text = Text(text="".join(block.parts))
             block.final = text
-            return [ev.TextEnd(index=i, text=text.text)]
+            out.append(ev.TextEnd(index=i, text=text.text))
+            return out
         if block.kind == _THINKING:
             thinking = Thinking(
                 thinking="".join(block.parts),
@@ -187,12 +233,13 @@ class ReplyBuilder:
                 redacted=block.redacted,
             )
             block.final = thinking
-            return [
+            out.append(
                 ev.ThinkingEnd(index=i, thinking=thinking.thinking, signature=thinking.signature)
-            ]
+            )
+            return out
         what = f"{block.name or '?'} ({block.call_id or 'no id'})"
         try:
-            args = parse_arguments("".join(block.parts), what)
+            args = parse_arguments(block.text(), what)
         except StreamFault:
             # Put it back so a failure report names it as unfinished.
             self._open[key] = block
@@ -255,13 +302,13 @@ class ReplyBuilder:
             if block.final is not None:
                 content.append(block.final)
             elif block.kind == _TEXT:
-                content.append(Text(text="".join(block.parts)))
+                content.append(Text(text=block.text()))
             elif block.kind == _THINKING:
                 # A signature arrives last; an unfinished one is not valid (redacted
                 # data is whole from the start).
                 content.append(
                     Thinking(
-                        thinking="".join(block.parts),
+                        thinking=block.text(),
                         signature="".join(block.signature) or None if block.redacted else None,
                         redacted=block.redacted,
                     )

@@ -53,6 +53,9 @@ class SSEDecoder:
         self._event = ""
         self._data: list[str] = []
         self._size = 0
+        self.lines = 0
+        """Lines completed so far (comments and blank lines included): a sign of life
+        that a server trickling bytes without ever ending a line does not give."""
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Take the next chunk of the body; return the events it completed.
@@ -88,6 +91,7 @@ class SSEDecoder:
         return events
 
     def _line(self, raw: bytes) -> SSEEvent | None:
+        self.lines += 1
         if self._first:
             self._first = False
             if raw.startswith(b"\xef\xbb\xbf"):
@@ -115,6 +119,11 @@ class SSEDecoder:
         if not data:
             return None
         return SSEEvent(event=name or "message", data="\n".join(data))
+
+    @property
+    def mid_line(self) -> bool:
+        """True if bytes of a line whose end has not arrived are waiting."""
+        return bool(self._partial)
 
     @property
     def pending(self) -> bool:

@@ -1,7 +1,11 @@
 """Hypothesis strategies: messages, tool calls, replies, paired transcripts, scripts.
 
 Every strategy takes keyword-only options and generates values that survive
-``loads(dumps(x)) == x`` (finite floats, JSON values, no lone surrogates). Choices are
+``loads(dumps(x)) == x`` (finite floats, JSON values). Strings are arbitrary Unicode,
+lone surrogates included (an undecodable file name, half of a split UTF-16 pair): the
+transcript files must take anything the loop can emit. A high surrogate directly
+followed by a low one is drawn as the one character the pair encodes — in JSON the two
+are the same string. Choices are
 ordered so that shrinking moves toward the plain case — a ``tool_use`` reply, a call that
 answers at once, no abort — and a shrunk script reads as a small scenario.
 
@@ -29,6 +33,7 @@ from .._messages import (
     Usage,
     UserMessage,
 )
+from .._serde import join_surrogate_pairs
 from ..replay._strategies import faults
 from ._script import (
     SERIAL_TOOL,
@@ -77,6 +82,22 @@ _TIMEOUTS = (0.5, 1.0, 0.1, 3.0)  # tool_timeout values
 _DEADLINES = (0.5, 0.05, 0.1, 0.25, 1.0, 2.0, 5.0)
 
 
+# Any code point, surrogates drawn often enough to matter (Hypothesis' own default
+# leaves them out). Drawn as lists: ``st.text`` with a union alphabet drew almost none.
+_CHARACTERS = st.one_of(
+    st.characters(codec=None, exclude_categories=()), st.characters(categories=["Cs"])
+)
+
+
+def _text(*, min_size: int = 0, max_size: int) -> st.SearchStrategy[str]:
+    """Arbitrary Unicode text, lone surrogates included (pairs joined, see above)."""
+    return (
+        st.lists(_CHARACTERS, min_size=min_size, max_size=max_size)
+        .map("".join)
+        .map(join_surrogate_pairs)
+    )
+
+
 def json_values(*, max_leaves: int = 8) -> st.SearchStrategy[Any]:
     """JSON values that round-trip exactly: null, booleans, integers, finite floats,
     strings, lists and objects."""
@@ -85,19 +106,19 @@ def json_values(*, max_leaves: int = 8) -> st.SearchStrategy[Any]:
         st.booleans(),
         st.integers(),
         st.floats(allow_nan=False, allow_infinity=False),
-        st.text(max_size=12),
+        _text(max_size=12),
     )
     return st.recursive(
         scalars,
         lambda inner: (
-            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+            st.lists(inner, max_size=3) | st.dictionaries(_text(max_size=8), inner, max_size=3)
         ),
         max_leaves=max_leaves,
     )
 
 
 def _json_objects() -> st.SearchStrategy[dict[str, Any]]:
-    return st.dictionaries(st.text(max_size=8), json_values(max_leaves=4), max_size=3)
+    return st.dictionaries(_text(max_size=8), json_values(max_leaves=4), max_size=3)
 
 
 def _timestamps() -> st.SearchStrategy[float]:
@@ -105,12 +126,12 @@ def _timestamps() -> st.SearchStrategy[float]:
 
 
 def _optional_text() -> st.SearchStrategy[str | None]:
-    return st.none() | st.text(max_size=12)
+    return st.none() | _text(max_size=12)
 
 
 def text_blocks() -> st.SearchStrategy[Text]:
     """``Text`` blocks."""
-    return st.builds(Text, text=st.text(max_size=30), signature=_optional_text())
+    return st.builds(Text, text=_text(max_size=30), signature=_optional_text())
 
 
 def image_blocks() -> st.SearchStrategy[Image]:
@@ -125,7 +146,7 @@ def image_blocks() -> st.SearchStrategy[Image]:
 def thinking_blocks() -> st.SearchStrategy[Thinking]:
     """``Thinking`` blocks."""
     return st.builds(
-        Thinking, thinking=st.text(max_size=30), signature=_optional_text(), redacted=st.booleans()
+        Thinking, thinking=_text(max_size=30), signature=_optional_text(), redacted=st.booleans()
     )
 
 
@@ -155,14 +176,14 @@ def tool_calls(
         arguments: the JSON-object arguments (default: small JSON objects).
     """
     if names is None:
-        name_st: st.SearchStrategy[str] = st.text(min_size=1, max_size=12)
+        name_st: st.SearchStrategy[str] = _text(min_size=1, max_size=12)
     elif isinstance(names, st.SearchStrategy):
         name_st = names
     else:
         name_st = st.sampled_from(list(names))
     return st.builds(
         ToolCall,
-        id=ids if ids is not None else st.text(min_size=1, max_size=8),
+        id=ids if ids is not None else _text(min_size=1, max_size=8),
         name=name_st,
         arguments=arguments if arguments is not None else _json_objects(),
     )
@@ -211,9 +232,9 @@ def assistant_replies(
             content=tuple(blocks),
             stop_reason=reason,
             usage=draw(usages()),
-            model=draw(st.text(max_size=8)),
-            provider=draw(st.text(max_size=8)),
-            error_message=draw(st.text(max_size=20)) if failed else draw(_optional_text()),
+            model=draw(_text(max_size=8)),
+            provider=draw(_text(max_size=8)),
+            error_message=draw(_text(max_size=20)) if failed else draw(_optional_text()),
             timestamp=draw(_timestamps()),
         )
 
@@ -241,8 +262,8 @@ def messages(*, roles: Sequence[str] = ROLES, max_blocks: int = 3) -> st.SearchS
         options.append(
             st.builds(
                 ToolResultMessage,
-                tool_call_id=st.text(min_size=1, max_size=8),
-                tool_name=st.text(min_size=1, max_size=12),
+                tool_call_id=_text(min_size=1, max_size=8),
+                tool_name=_text(min_size=1, max_size=12),
                 content=user_blocks,
                 details=json_values(max_leaves=4),
                 is_error=st.booleans(),
@@ -253,7 +274,7 @@ def messages(*, roles: Sequence[str] = ROLES, max_blocks: int = 3) -> st.SearchS
         options.append(
             st.builds(
                 CustomMessage,
-                kind=st.text(min_size=1, max_size=8),
+                kind=_text(min_size=1, max_size=8),
                 content=json_values(max_leaves=4),
                 details=json_values(max_leaves=4),
                 timestamp=_timestamps(),
