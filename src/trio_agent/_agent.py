@@ -60,7 +60,6 @@ import trio
 from . import _events as ev
 from ._errors import AgentBusyError, AgentRunError, AgentUsageError
 from ._hooks import Context, LoopConfig
-from ._loop import AgentRun, AgentRunResult, open_agent_loop
 from ._messages import (
     AssistantMessage,
     CustomMessage,
@@ -69,11 +68,14 @@ from ._messages import (
     UserMessage,
 )
 from ._model import Model
+from ._runner import Runner, representative
 from ._tools import Tool
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
     from types import TracebackType
+
+    from ._runner import AgentRunResult
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
 
@@ -144,7 +146,8 @@ class _ActiveRun:
 
     skip_first_poll: bool = False
     taken: list[tuple[_Kind, Message]] = attrs.field(factory=list)
-    run: AgentRun | None = None
+    run: Runner | None = None
+    error: AgentRunError | None = None
     abort_reason: str | None = None
     abort_requested: bool = False
     finalized: bool = False
@@ -455,33 +458,66 @@ class Agent:
         self._check_open()
         return _Subscription(self, buffer, drop_updates)
 
-    async def _publish(
-        self, event: ev.AgentEvent, subscribers: tuple[_Subscriber, ...] | None = None
-    ) -> None:
-        subs = tuple(self._subscribers) if subscribers is None else subscribers
-        for i, sub in enumerate(subs):
-            try:
-                if sub.drop_updates and isinstance(event, _UPDATES):
-                    try:
-                        sub.send.send_nowait(event)
-                    except trio.WouldBlock:
-                        pass
-                else:
-                    await sub.send.send(event)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                # The subscriber left (possibly while we waited for it): the run goes on.
-                self._unsubscribe(sub)
-            except trio.Cancelled:
-                # A cancelled send delivered nothing: owe the event to this subscriber and
-                # the ones after it, so the shielded clean-up hands it over first.
-                if not isinstance(event, _UPDATES):
-                    self._owed.append((event, subs[i:]))
-                raise
+    def _on_event(self, active: _ActiveRun, event: ev.AgentEvent) -> Awaitable[None] | None:
+        """The run's ``on_event`` (its ``observe`` hook has already updated the state).
 
-    async def _pay_owed(self) -> None:
-        owed, self._owed = self._owed, []
-        for event, subs in owed:
-            await self._publish(event, tuple(s for s in subs if s in self._subscribers))
+        Nothing to await when no one subscribed and nothing is owed, so a run without
+        subscribers never leaves its task for its events. ``TurnEnd`` is handed to the
+        subscribers together with the run's next event (the next ``TurnStart``, or
+        ``AgentEnd``): the polls that follow a turn run first, so a message queued
+        while a subscriber holds ``TurnEnd`` waits for the next run (see the module
+        docstring) instead of racing the run's last poll. The state is made final just
+        before ``AgentEnd`` goes out, after the events before it were handed over.
+        """
+        kind = type(event)
+        if not self._subscribers and not self._owed:
+            if kind is ev.AgentEnd:
+                self._finalize_from(active)
+            return None
+        self._owed.append((event, tuple(self._subscribers)))
+        if kind is ev.TurnEnd:
+            return None
+        return self._publish(active)
+
+    def _finalize_from(self, active: _ActiveRun) -> None:
+        run = active.run
+        self._finalize(active, run.result if run is not None else None)
+
+    async def _publish(self, active: _ActiveRun) -> None:
+        """Hand every owed event to the subscribers it is owed to, oldest first.
+
+        The run counts an event as delivered once ``on_event`` was called for it, even
+        if cancelled part-way; so the agent keeps its own list: an entry stays owed to
+        the subscribers that have not taken it yet (a cancelled ``send`` delivered
+        nothing), and the next call — the run's clean-up delivering its closing events
+        — hands it over first. An update event that a cancel interrupts is dropped.
+        """
+        owed = self._owed
+        while owed:
+            event, subs = owed[0]
+            if type(event) is ev.AgentEnd:
+                self._finalize_from(active)
+            while subs:
+                sub = subs[0]
+                try:
+                    if sub.drop_updates and isinstance(event, _UPDATES):
+                        try:
+                            sub.send.send_nowait(event)
+                        except trio.WouldBlock:
+                            pass
+                    else:
+                        await sub.send.send(event)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    # The subscriber left (possibly while we waited for it): the run goes on.
+                    self._unsubscribe(sub)
+                except trio.Cancelled:
+                    if isinstance(event, _UPDATES):
+                        owed.pop(0)
+                    else:
+                        owed[0] = (event, subs)
+                    raise
+                subs = subs[1:]
+            owed.pop(0)
 
     def _unsubscribe(self, sub: _Subscriber) -> None:
         try:
@@ -598,61 +634,71 @@ class Agent:
         context = Context(
             system_prompt=self.system_prompt, messages=tuple(self._messages), tools=self.tools
         )
-        run: AgentRun | None = None
+        runner: Runner | None = None
         error: AgentRunError | None = None
         try:
-            async with open_agent_loop(prompts, context, self.model, config) as run:
-                active.run = run
-                if active.abort_requested:
-                    run.abort(active.abort_reason)
-                try:
-                    async for event in run.events:
-                        await self._dispatch(active, run, event)
-                except trio.Cancelled:
-                    # Our caller is cancelled (the run, inside the same scope, is too):
-                    # let the subscribers see the run's closing events, within a bound.
-                    run.abort("prompt() was cancelled")
-                    with trio.move_on_after(config.cleanup_timeout, shield=True):
-                        await self._pay_owed()
-                        async for event in run.events:
-                            await self._dispatch(active, run, event)
-                    raise
+            # The run goes on in this task; ``_observe`` updates the state from each
+            # event synchronously, before the run takes its next step.
+            runner = Runner(
+                prompts,
+                context,
+                self.model,
+                config,
+                on_event=functools.partial(self._on_event, active),
+                observe=functools.partial(self._observe, active),
+            )
+            active.run = runner
+            if active.abort_requested:
+                runner.abort(active.abort_reason)
+            try:
+                # A task of its own, so that a cancel or an abort never lands in the
+                # middle of this method's bookkeeping; one task per run, not per event.
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._drive, active, runner)
+            except BaseException as group:  # noqa: ASYNC103 - re-raised, unwrapped
+                raise representative(group) from None
+            error = active.error
         except AgentRunError as exc:
             error = exc
         finally:
-            result = error.result if error is not None else run.result if run else None
+            result = (
+                error.result if error is not None else runner.result if runner else None
+            )
             self._finish(active, result, error)
         if error is not None:
             raise error
         assert result is not None
         return result
 
-    async def _dispatch(self, active: _ActiveRun, run: AgentRun, event: ev.AgentEvent) -> None:
-        """Update the state from one event, then hand the event to every subscriber."""
-        if self._interrupting is not None and run.interrupt():
-            self._interrupting = None
+    @staticmethod
+    async def _drive(active: _ActiveRun, runner: Runner) -> None:
+        try:
+            await runner.run()
+        except AgentRunError as exc:
+            active.error = exc
+
+    def _observe(self, active: _ActiveRun, event: ev.AgentEvent) -> None:
+        """Update the state from one event (the run's ``observe`` hook: synchronous, in
+        the run's own task, before the event goes to any subscriber)."""
         match event:
             case ev.MessageUpdate():
                 self._streaming = event
-                self._changed()
-            case ev.MessageStart(message=AssistantMessage() as message):
-                self._streaming = message
-                self._changed()
+                self._state = None
             case ev.MessageEnd(message=message):
                 self._streaming = None
                 self._messages.append(message)
                 self._changed(messages=True)
             case ev.ToolExecutionStart(call_id=call_id):
                 self._pending_calls[call_id] = None
-                self._changed()
+                self._state = None
             case ev.ToolExecutionEnd(call_id=call_id):
                 self._pending_calls.pop(call_id, None)
-                self._changed()
-            case ev.AgentEnd():
-                # The run has ended (its result is set before AgentEnd is emitted): make
-                # the state final before the subscribers hear about it.
-                self._finalize(active, run.result)
-        await self._publish(event)
+                self._state = None
+            case ev.MessageStart(message=AssistantMessage() as message):
+                self._streaming = message
+                self._state = None
+        if self._interrupting is not None and active.run is not None and active.run.interrupt():
+            self._interrupting = None
 
     def _finalize(self, active: _ActiveRun, result: AgentRunResult | None) -> None:
         if active.finalized:
@@ -675,6 +721,9 @@ class Agent:
     ) -> None:
         resets = self._resets
         self._finalize(active, result)
+        # What the run's bounded clean-up could not hand over in time is dropped (a
+        # subscriber that took nothing for cleanup_timeout): never to the next run.
+        self._owed.clear()
         if error is not None and self._resets == resets:
             self._error_message = str(error)
             self._changed()

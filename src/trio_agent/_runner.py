@@ -6,12 +6,21 @@ A run is one :class:`Runner`. Its state is plain data — the working transcript
 messages it appended, the messages polled but not yet appended (``pending``), the turn in
 progress (``turn_open``/``turn_message``/``turn_results``), the reply being streamed
 (``acc``) and the tool batch being run (``batch``) — updated *synchronously*, before
-any event about it is emitted. Events are delivered afterwards; a delivery that is
-cancelled goes back on a ``redo`` list (update events excepted) and is delivered first
-next time. So whatever ends the run, at whatever checkpoint — the run's own cancel scope
-(``abort``), the caller's cancel scope, an exception — ``_close`` can read the state,
-give every unanswered call a result, and queue the closing events. That is the pairing
-invariant: it never depends on how far an ``await`` got.
+any event about it is emitted. Events are delivered afterwards, one at a time, each in
+up to three steps: the synchronous ``observe`` hook (the Agent's state: it never
+awaits, so the state includes the event before anything else happens in the run), the
+``on_event`` sink, then the channel ``send``. A cancel that interrupts a delivery puts
+what is left of it — and every later event of the same emit — on a ``redo`` list,
+delivered first next time (update events excepted). An ``on_event`` call counts as made
+once it has been called, even if cancelled part-way (the sink may already hold the
+event: redoing it would deliver it twice); a cancelled ``send`` delivered nothing and is
+retried. Events still owed when the delivery is interrupted are passed to ``observe`` at
+once, so the state never lags what the run did. Whatever ends the run, at whatever
+checkpoint — the run's own cancel scope (``abort``), the caller's cancel scope, an
+exception — ``_close`` can read the state, give every unanswered call a result, and
+queue the closing events. That is the pairing invariant: it never depends on how far an
+``await`` got. After an abort or an outer cancel, the closing events are delivered
+within ``LoopConfig.cleanup_timeout`` (a stuck sink cannot keep the run alive).
 
 ``_policy.decide`` says what each reply means (the stop-reason table); ``_batch.Batch``
 runs one batch of tool calls; ``_stream.StreamAccumulator`` turns the model's events into
@@ -45,7 +54,13 @@ from ._stream import StreamAccumulator
 __all__ = ["AgentRunResult", "OnEvent", "Runner", "representative"]
 
 OnEvent = Callable[[ev.AgentEvent], Awaitable[None] | None]
+Observe = Callable[[ev.AgentEvent], None]
 _DROPPABLE = (ev.MessageUpdate, ev.ToolExecutionUpdate)
+
+# How far the delivery of one event got (the redo list keeps it per event).
+_FRESH = 0  # nothing done yet
+_OBSERVED = 1  # ``observe`` has seen it
+_CALLED = 2  # ``on_event`` was called too: only the channel ``send`` is left
 
 
 @attrs.frozen(kw_only=True)
@@ -124,6 +139,7 @@ class Runner:
         *,
         on_event: OnEvent | None = None,
         send: trio.MemorySendChannel[ev.AgentEvent] | None = None,
+        observe: Observe | None = None,
     ) -> None:
         if not prompts:
             last = context.messages[-1] if context.messages else None
@@ -138,8 +154,10 @@ class Runner:
         self.options: ModelOptions = config.model_options
         self.on_event = on_event
         self.send = send
-        self.has_sink = on_event is not None or send is not None
-        self.sink_dead = False
+        self.observe = observe
+        self.has_sink = on_event is not None or send is not None or observe is not None
+        self.sink_dead = False  # on_event raised: it gets nothing more
+        self.send_dead = False  # the consumer closed the channel
         self.scope = trio.CancelScope()
         self.token = trio.lowlevel.current_trio_token()
 
@@ -163,13 +181,15 @@ class Runner:
         self.acc_start_emitted = False
         self.stream_scope: trio.CancelScope | None = None
         self.batch: Batch | None = None
-        self.redo: list[ev.AgentEvent] = []
+        # Events whose delivery was interrupted, with how far each got (_FRESH...).
+        self.redo: list[tuple[ev.AgentEvent, int]] = []
         self.aborted = False
         self.abort_reason: str | None = None
         self.interrupt_requested = False
         self.interrupt_pending = False
         self.last_all_terminate = False  # every result of the last batch set terminate
         self.ended = False
+        self.closing_scope: trio.CancelScope | None = None
         self.result: AgentRunResult | None = None
         self._tool_specs: tuple[ToolSpec, ...] | None = None
 
@@ -177,6 +197,13 @@ class Runner:
 
     def abort(self, reason: str | None = None, grace: float | None = None) -> None:
         if self.ended:
+            closing = self.closing_scope
+            if closing is not None:
+                # The run is delivering its closing events: from now on, within
+                # cleanup_timeout (a stuck consumer cannot keep it from ending).
+                closing.deadline = min(
+                    closing.deadline, trio.current_time() + self.config.cleanup_timeout
+                )
             return
         if not self.aborted:
             self.aborted = True
@@ -212,39 +239,70 @@ class Runner:
 
     # --- events -------------------------------------------------------------------------
 
-    async def _deliver(self, event: ev.AgentEvent) -> None:
-        if self.sink_dead:
-            return
-        if self.send is not None:
-            try:
-                await self.send.send(event)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self.sink_dead = True
-                self.abort("the event consumer closed the channel")
-            return
-        assert self.on_event is not None
-        try:
-            result = self.on_event(event)
-            if result is not None:
-                await result
-        except Exception as exc:
-            raise _SinkFailure(exc) from exc
-
     async def emit(self, *events: ev.AgentEvent) -> None:
-        """Deliver events in order; what a cancel interrupts goes on the redo list."""
+        """Deliver events in order; what a cancel interrupts goes on the redo list.
+
+        Several tasks may emit at once (the calls of a batch): how far a delivery got is
+        kept in local variables, never on the runner.
+        """
         if not self.has_sink:
             return
+        queue: list[tuple[ev.AgentEvent, int]]
         if self.redo:
-            queue = [*self.redo, *events]
+            queue = [*self.redo, *((e, _FRESH) for e in events)]
             self.redo = []
         else:
-            queue = list(events)
-        for i, event in enumerate(queue):
+            queue = [(e, _FRESH) for e in events]
+        observe = self.observe
+        on_event = self.on_event
+        send = self.send
+        for i, (event, done) in enumerate(queue):
+            step = done
             try:
-                await self._deliver(event)
+                if step < _OBSERVED:
+                    if observe is not None:
+                        observe(event)
+                    step = _OBSERVED
+                if step < _CALLED:
+                    step = _CALLED
+                    if on_event is not None and not self.sink_dead:
+                        try:
+                            result = on_event(event)
+                            if result is not None:
+                                await result
+                        except Exception as exc:
+                            raise _SinkFailure(exc) from exc
+                if send is not None and not self.send_dead:
+                    try:
+                        await send.send(event)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        self.send_dead = True
+                        self.abort("the event consumer closed the channel")
             except BaseException:
-                self.redo.extend(e for e in queue[i:] if not isinstance(e, _DROPPABLE))
+                self._owe(queue, i, step)
                 raise
+
+    def _owe(self, queue: list[tuple[ev.AgentEvent, int]], i: int, step: int) -> None:
+        """The delivery of ``queue[i]`` stopped at ``step``: keep what is left for later.
+
+        The interrupted event is kept only if its channel ``send`` is still owed (an
+        ``on_event`` call counts as made once called; updates are not kept). The later
+        events are observed now, so that the state includes them at once.
+        """
+        event = queue[i][0]
+        if (
+            step == _CALLED
+            and self.send is not None
+            and not self.send_dead
+            and not isinstance(event, _DROPPABLE)
+        ):
+            self.redo.append((event, _CALLED))
+        observe = self.observe
+        for later, done in queue[i + 1 :]:
+            if done < _OBSERVED and observe is not None:
+                observe(later)
+            if not isinstance(later, _DROPPABLE):
+                self.redo.append((later, max(done, _OBSERVED)))
 
     async def _flush(self) -> None:
         if self.redo:
@@ -335,8 +393,8 @@ class Runner:
         )
         self.pending = []
         events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))
-        if self.has_sink and not self.sink_dead:
-            self.redo.extend(events)
+        if self.has_sink:
+            self.redo.extend((e, _FRESH) for e in events)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -355,7 +413,7 @@ class Runner:
             # Finished, aborted through the run's own scope, or stopped by an outer cancel
             # scope / KeyboardInterrupt: those end "aborted" (a no-op if already ended).
             self._close("aborted")
-            await self._deliver_closing()
+            await self._deliver_closing(cancelled=isinstance(failure, trio.Cancelled))
             if failure is not None:
                 raise failure from None
         else:
@@ -368,13 +426,27 @@ class Runner:
             ) from failure
         return self.result
 
-    async def _deliver_closing(self) -> None:
-        """Deliver the closing events; once cancelled, within ``cleanup_timeout`` only."""
+    async def _deliver_closing(self, cancelled: bool = False) -> None:
+        """Deliver the closing events.
+
+        After an abort, within ``cleanup_timeout``; after an outer cancel (``cancelled``),
+        within ``cleanup_timeout`` under a shield — a stuck consumer cannot keep the run
+        from ending, and a consumer that takes events in time gets them all. Otherwise
+        with no bound (the consumer's backpressure), unless a cancel or an abort arrives
+        meanwhile, which bounds what is left the same way.
+        """
+        bound = self.config.cleanup_timeout
         try:
             try:
-                await self._flush()
+                with trio.CancelScope(shield=cancelled) as scope:
+                    self.closing_scope = scope
+                    if cancelled or self.aborted:
+                        scope.deadline = trio.current_time() + bound
+                    await self._flush()
+                self.closing_scope = None
             except trio.Cancelled:
-                with trio.move_on_after(self.config.cleanup_timeout, shield=True):
+                self.closing_scope = None
+                with trio.move_on_after(bound, shield=True):
                     await self._flush()
                 raise
         except _SinkFailure as exc:
