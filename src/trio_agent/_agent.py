@@ -3,10 +3,22 @@
 Theory of operation
 -------------------
 An :class:`Agent` holds a transcript, two FIFO queues (steering and follow-up) and a list
-of subscribers. ``prompt()`` and ``continue_()`` make one run of the loop
-(:func:`open_agent_loop`) *in the calling task* and consume its events: each event first
-updates the agent's state, then goes to every subscriber in turn (awaited, so a slow
-subscriber slows the run down instead of losing events).
+of subscribers. ``prompt()`` and ``continue_()`` make one run of the loop (the runner
+behind :func:`run_agent_loop`) in a task of their own and wait for it. The run drives the
+agent directly, in its own task, through two hooks:
+
+- a synchronous ``observe`` hook updates the state from each event as the run emits it,
+  before the run takes its next step. So whatever runs after an event — a tool, a
+  ``before_tool_call`` hook, a subscriber, another task — sees a state that already
+  includes it: a running tool finds its own call in ``pending_tool_calls``, a
+  subscriber holding ``MessageEnd`` finds the message in ``messages``.
+- ``on_event`` then hands the event to every subscriber in turn (awaited, so a slow
+  subscriber slows the run down instead of losing events). With no subscriber it
+  returns at once: a run nobody watches never leaves its task for its events.
+  ``TurnEnd`` goes to the subscribers together with the run's next event (see below).
+  A hand-over that a cancel interrupts stays owed to the subscribers that have not
+  taken it yet and goes first in the run's clean-up (bounded by
+  ``LoopConfig.cleanup_timeout``); what that bound cuts off is dropped.
 
 The loop reads the queues through two *synchronous* poll hooks. A synchronous poll has no
 checkpoint, so a message leaves its queue in the same step as it enters the loop's list
@@ -16,8 +28,9 @@ hands out during a run; when the run ends, each one that did not reach the trans
 hook, a cancel) goes back to the *front* of its queue, in order. So a queued message is
 delivered exactly once, in FIFO order, or is still queued.
 
-A run's last poll and its end are not one step: the run still delivers its closing events
-to the subscribers, and a message queued meanwhile cannot reach that run any more. It is
+A run's last poll and its end are not one step: the run hands its last ``TurnEnd`` to the
+subscribers only after its last polls (with its ``AgentEnd``), and a message queued
+while a subscriber takes them cannot reach that run any more. It is
 not lost and not stranded: it stays queued and the *next* run delivers it first —
 ``prompt(x)`` sends the queued steering messages ahead of ``x`` (follow-ups keep their
 place: they go when the model would otherwise stop), and ``continue_()`` from an assistant
@@ -34,7 +47,8 @@ cancelled, and a request about to go out takes ``m`` first. (Before the loop's r
 started, the agent holds the interrupt and passes it on at the run's first event.)
 
 The state is final — ``is_running`` false, ``messages`` the run's transcript, the queues
-restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi). The
+restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi), and
+only once the events before it were handed over. The
 run's task still finishes delivering that event afterwards; a ``prompt()`` or
 ``continue_()`` called in that short tail waits for it instead of raising
 :class:`AgentBusyError`.
@@ -44,7 +58,9 @@ set). A hook failure or a bug raises :class:`AgentRunError` out of ``prompt()``,
 paired transcript was stored in ``state.messages``. A cancel of the task running
 ``prompt()`` aborts the run: the transcript is paired and stored, the closing events go
 to the subscribers within ``LoopConfig.cleanup_timeout``, then ``Cancelled`` propagates.
-Nothing is wrapped in an exception group (the agent starts no nursery of its own).
+``abort()`` ends the run within ``cleanup_timeout`` too, even while a subscriber takes
+nothing. Nothing is wrapped in an exception group (the run's task is the only one the
+agent starts, and its failure is re-raised as it is).
 """
 
 from __future__ import annotations
@@ -351,13 +367,16 @@ class Agent:
         reply is kept, finished calls keep their results, the others get ``aborted``
         results; with ``grace``, running tools may finish for up to ``grace`` seconds).
         Messages taken from the queues but not delivered go back to their front.
+
+        A run that has ended but still hands its last events to a subscriber that does
+        not take them finishes within ``config.cleanup_timeout``.
         """
         active = self._active
-        if active is None or active.finalized:
+        if active is None:
             return
         if active.run is not None:
             active.run.abort(reason, grace=grace)
-        else:
+        elif not active.finalized:
             active.abort_requested = True
             active.abort_reason = reason
 
@@ -651,19 +670,18 @@ class Agent:
             if active.abort_requested:
                 runner.abort(active.abort_reason)
             try:
-                # A task of its own, so that a cancel or an abort never lands in the
-                # middle of this method's bookkeeping; one task per run, not per event.
-                async with trio.open_nursery() as nursery:
+                # The run has a task of its own (one per run, not per event): its first
+                # step is a scheduling point after prompt() took the queued messages,
+                # where an abort finds them taken and puts them back.
+                async with trio.open_nursery() as nursery:  # noqa: ASYNC112
                     nursery.start_soon(self._drive, active, runner)
-            except BaseException as group:  # noqa: ASYNC103 - re-raised, unwrapped
-                raise representative(group) from None
+            except BaseException as group:  # noqa: ASYNC103, ASYNC104 - re-raised, unwrapped
+                raise representative(group) from None  # noqa: ASYNC104 - unwrapped
             error = active.error
         except AgentRunError as exc:
             error = exc
         finally:
-            result = (
-                error.result if error is not None else runner.result if runner else None
-            )
+            result = error.result if error is not None else runner.result if runner else None
             self._finish(active, result, error)
         if error is not None:
             raise error

@@ -197,13 +197,16 @@ class Runner:
 
     def abort(self, reason: str | None = None, grace: float | None = None) -> None:
         if self.ended:
+            # The run is delivering its closing events: what is left goes out within
+            # cleanup_timeout (a stuck consumer cannot keep the run from ending).
+            self.aborted = True
             closing = self.closing_scope
             if closing is not None:
-                # The run is delivering its closing events: from now on, within
-                # cleanup_timeout (a stuck consumer cannot keep it from ending).
                 closing.deadline = min(
                     closing.deadline, trio.current_time() + self.config.cleanup_timeout
                 )
+            else:
+                self.scope.cancel()
             return
         if not self.aborted:
             self.aborted = True
