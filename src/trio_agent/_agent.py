@@ -156,6 +156,20 @@ class _Subscriber:
     drop_updates: bool
 
 
+class _View:
+    """Caches of the agent's state (see ``Agent.state``)."""
+
+    __slots__ = ("live_count", "live_run", "messages_tuple", "state")
+
+    def __init__(self) -> None:
+        self.state: AgentState | None = None
+        # The transcript as a tuple; during a run (`live_run`), with that run's first
+        # `live_count` new messages.
+        self.messages_tuple: tuple[Message, ...] | None = None
+        self.live_run: Runner | None = None
+        self.live_count = 0
+
+
 @attrs.define(eq=False)
 class _ActiveRun:
     """The bookkeeping of one run, from ``prompt()`` to its return."""
@@ -205,39 +219,65 @@ class Agent:
     )
     _active: _ActiveRun | None = attrs.field(init=False, default=None, repr=False)
     _running: bool = attrs.field(init=False, default=False, repr=False)
-    _streaming: AssistantMessage | ev.MessageUpdate | None = attrs.field(
-        init=False, default=None, repr=False
-    )
-    _pending_calls: dict[str, None] = attrs.field(init=False, factory=dict, repr=False)
     _error_message: str | None = attrs.field(init=False, default=None, repr=False)
     _interrupting: Message | None = attrs.field(init=False, default=None, repr=False)
     _resets: int = attrs.field(init=False, default=0, repr=False)
     _closed: bool = attrs.field(init=False, default=False, repr=False)
-    _state: AgentState | None = attrs.field(init=False, default=None, repr=False)
-    _messages_tuple: tuple[Message, ...] | None = attrs.field(init=False, default=None, repr=False)
+    _view: _View = attrs.field(init=False, factory=_View, repr=False)
 
     # --- state ------------------------------------------------------------------------
 
     @property
     def state(self) -> AgentState:
-        """An immutable snapshot of the agent's state (see :class:`AgentState`)."""
-        state = self._state
+        """An immutable snapshot of the agent's state (see :class:`AgentState`).
+
+        During a run it is read from the run itself, which updates its state before it
+        emits any event about it: whoever reads ``state`` after an event — a tool, a
+        hook, a subscriber, another task — finds the event already in it.
+        """
+        active = self._active
+        if active is not None and not active.finalized and active.run is not None:
+            return self._live_state(active.run)
+        state = self._view.state
         if state is None:
-            if self._messages_tuple is None:
-                self._messages_tuple = tuple(self._messages)
-            streaming = self._streaming
-            self._state = state = AgentState(
-                messages=self._messages_tuple,
+            if self._view.messages_tuple is None:
+                self._view.messages_tuple = tuple(self._messages)
+            self._view.state = state = AgentState(
+                messages=self._view.messages_tuple,
                 is_running=self._running,
-                # An update's partial message is built only here, when someone looks:
-                # streaming N deltas stays O(total size).
-                streaming_message=(
-                    streaming.message if isinstance(streaming, ev.MessageUpdate) else streaming
-                ),
-                pending_tool_calls=frozenset(self._pending_calls),
                 error_message=self._error_message,
             )
         return state
+
+    def _live_state(self, run: Runner) -> AgentState:
+        """The state of a running agent, read from its run (built only when read)."""
+        view = self._view
+        new = run.new_messages
+        if view.live_run is not run or view.messages_tuple is None:
+            view.live_run = run
+            view.messages_tuple = tuple(self._messages)
+            view.live_count = 0
+        if view.live_count != len(new):
+            view.messages_tuple += tuple(new[view.live_count :])
+            view.live_count = len(new)
+        acc = run.acc
+        batch = run.batch
+        return AgentState(
+            messages=view.messages_tuple,
+            is_running=True,
+            # The partial reply is built only here, when someone looks: streaming N
+            # deltas stays O(total size).
+            streaming_message=(
+                acc.snapshot().materialize() if acc is not None and acc.started else None
+            ),
+            pending_tool_calls=(
+                frozenset(
+                    st.call.id for st in batch.states if st.start_emitted and st.result is None
+                )
+                if batch is not None
+                else frozenset()
+            ),
+        )
 
     @property
     def queued_steering(self) -> tuple[Message, ...]:
@@ -255,9 +295,9 @@ class Agent:
         return bool(self._steering or self._follow_ups)
 
     def _changed(self, *, messages: bool = False) -> None:
-        self._state = None
+        self._view.state = None
         if messages:
-            self._messages_tuple = None
+            self._view.messages_tuple = None
 
     # --- queues -----------------------------------------------------------------------
 
@@ -412,8 +452,6 @@ class Agent:
         self._steering.clear()
         self._follow_ups.clear()
         self._interrupting = None
-        self._streaming = None
-        self._pending_calls.clear()
         self._error_message = None
         self._changed(messages=True)
 
@@ -544,6 +582,13 @@ class Agent:
         except ValueError:
             pass
         sub.send.close()
+        self._listen()
+
+    def _listen(self) -> None:
+        """Tell the active run whether anyone listens (it builds no event otherwise)."""
+        active = self._active
+        if active is not None and active.run is not None and not active.finalized:
+            active.run.listen(bool(self._subscribers))
 
     # --- runs -------------------------------------------------------------------------
 
@@ -573,8 +618,6 @@ class Agent:
         active = _ActiveRun()
         self._active = active
         self._running = True
-        self._streaming = None
-        self._pending_calls.clear()
         self._error_message = None
         self._interrupting = None
         self._changed()
@@ -656,16 +699,16 @@ class Agent:
         runner: Runner | None = None
         error: AgentRunError | None = None
         try:
-            # The run goes on in this task; ``_observe`` updates the state from each
-            # event synchronously, before the run takes its next step.
+            # ``state`` reads the run directly while it runs; the run builds and
+            # delivers events only while someone subscribes.
             runner = Runner(
                 prompts,
                 context,
                 self.model,
                 config,
                 on_event=functools.partial(self._on_event, active),
-                observe=functools.partial(self._observe, active),
             )
+            runner.listen(bool(self._subscribers))
             active.run = runner
             if active.abort_requested:
                 runner.abort(active.abort_reason)
@@ -695,29 +738,6 @@ class Agent:
         except AgentRunError as exc:
             active.error = exc
 
-    def _observe(self, active: _ActiveRun, event: ev.AgentEvent) -> None:
-        """Update the state from one event (the run's ``observe`` hook: synchronous, in
-        the run's own task, before the event goes to any subscriber)."""
-        match event:
-            case ev.MessageUpdate():
-                self._streaming = event
-                self._state = None
-            case ev.MessageEnd(message=message):
-                self._streaming = None
-                self._messages.append(message)
-                self._changed(messages=True)
-            case ev.ToolExecutionStart(call_id=call_id):
-                self._pending_calls[call_id] = None
-                self._state = None
-            case ev.ToolExecutionEnd(call_id=call_id):
-                self._pending_calls.pop(call_id, None)
-                self._state = None
-            case ev.MessageStart(message=AssistantMessage() as message):
-                self._streaming = message
-                self._state = None
-        if self._interrupting is not None and active.run is not None and active.run.interrupt():
-            self._interrupting = None
-
     def _finalize(self, active: _ActiveRun, result: AgentRunResult | None) -> None:
         if active.finalized:
             return
@@ -729,8 +749,6 @@ class Agent:
             self._messages = list(result.transcript)
             self._error_message = result.error_message
         self._running = False
-        self._streaming = None
-        self._pending_calls.clear()
         self._interrupting = None
         self._changed(messages=True)
 
@@ -775,6 +793,7 @@ class _Subscription:
         send, receive = trio.open_memory_channel[ev.AgentEvent](self._buffer)
         self._sub = _Subscriber(send=send, drop_updates=self._drop_updates)
         self._agent._subscribers.append(self._sub)
+        self._agent._listen()
         return receive
 
     async def __aexit__(

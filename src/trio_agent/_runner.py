@@ -6,21 +6,19 @@ A run is one :class:`Runner`. Its state is plain data — the working transcript
 messages it appended, the messages polled but not yet appended (``pending``), the turn in
 progress (``turn_open``/``turn_message``/``turn_results``), the reply being streamed
 (``acc``) and the tool batch being run (``batch``) — updated *synchronously*, before
-any event about it is emitted. Events are delivered afterwards, one at a time, each in
-up to three steps: the synchronous ``observe`` hook (the Agent's state: it never
-awaits, so the state includes the event before anything else happens in the run), the
-``on_event`` sink, then the channel ``send``. A cancel that interrupts a delivery puts
-what is left of it — and every later event of the same emit — on a ``redo`` list,
-delivered first next time (update events excepted). An ``on_event`` call counts as made
-once it has been called, even if cancelled part-way (the sink may already hold the
-event: redoing it would deliver it twice); a cancelled ``send`` delivered nothing and is
-retried. Events still owed when the delivery is interrupted are passed to ``observe`` at
-once, so the state never lags what the run did. Whatever ends the run, at whatever
-checkpoint — the run's own cancel scope (``abort``), the caller's cancel scope, an
-exception — ``_close`` can read the state, give every unanswered call a result, and
-queue the closing events. That is the pairing invariant: it never depends on how far an
-``await`` got. After an abort or an outer cancel, the closing events are delivered
-within ``LoopConfig.cleanup_timeout`` (a stuck sink cannot keep the run alive).
+any event about it is emitted (so code that reads the state — the Agent's
+``state`` — never lags the events). Events are delivered afterwards, one at a time, to
+the ``on_event`` sink, then on the channel (``send``). A cancel that interrupts a
+delivery puts what is left of it — and every later event of the same emit — on a
+``redo`` list, delivered first next time (update events excepted). An ``on_event`` call
+counts as made once it has been called, even if cancelled part-way (the sink may
+already hold the event: redoing it would deliver it twice); a cancelled ``send``
+delivered nothing and is retried. Whatever ends the run, at whatever checkpoint — the
+run's own cancel scope (``abort``), the caller's cancel scope, an exception — ``_close``
+can read the state, give every unanswered call a result, and queue the closing events.
+That is the pairing invariant: it never depends on how far an ``await`` got. After an
+abort or an outer cancel, the closing events are delivered within
+``LoopConfig.cleanup_timeout`` (a stuck sink cannot keep the run from ending).
 
 ``_policy.decide`` says what each reply means (the stop-reason table); ``_batch.Batch``
 runs one batch of tool calls; ``_stream.StreamAccumulator`` turns the model's events into
@@ -54,13 +52,7 @@ from ._stream import StreamAccumulator
 __all__ = ["AgentRunResult", "OnEvent", "Runner", "representative"]
 
 OnEvent = Callable[[ev.AgentEvent], Awaitable[None] | None]
-Observe = Callable[[ev.AgentEvent], None]
 _DROPPABLE = (ev.MessageUpdate, ev.ToolExecutionUpdate)
-
-# How far the delivery of one event got (the redo list keeps it per event).
-_FRESH = 0  # nothing done yet
-_OBSERVED = 1  # ``observe`` has seen it
-_CALLED = 2  # ``on_event`` was called too: only the channel ``send`` is left
 
 
 @attrs.frozen(kw_only=True)
@@ -139,7 +131,6 @@ class Runner:
         *,
         on_event: OnEvent | None = None,
         send: trio.MemorySendChannel[ev.AgentEvent] | None = None,
-        observe: Observe | None = None,
     ) -> None:
         if not prompts:
             last = context.messages[-1] if context.messages else None
@@ -154,8 +145,8 @@ class Runner:
         self.options: ModelOptions = config.model_options
         self.on_event = on_event
         self.send = send
-        self.observe = observe
-        self.has_sink = on_event is not None or send is not None or observe is not None
+        # Whether events are built and delivered at all (see ``listen``).
+        self.has_sink = on_event is not None or send is not None
         self.sink_dead = False  # on_event raised: it gets nothing more
         self.send_dead = False  # the consumer closed the channel
         self.scope = trio.CancelScope()
@@ -181,8 +172,9 @@ class Runner:
         self.acc_start_emitted = False
         self.stream_scope: trio.CancelScope | None = None
         self.batch: Batch | None = None
-        # Events whose delivery was interrupted, with how far each got (_FRESH...).
-        self.redo: list[tuple[ev.AgentEvent, int]] = []
+        # Events whose delivery was interrupted; True once on_event was called for it
+        # (only the channel send is left).
+        self.redo: list[tuple[ev.AgentEvent, bool]] = []
         self.aborted = False
         self.abort_reason: str | None = None
         self.interrupt_requested = False
@@ -242,6 +234,13 @@ class Runner:
 
     # --- events -------------------------------------------------------------------------
 
+    def listen(self, listening: bool) -> None:
+        """Build and deliver events from now on, or stop (the Agent listens while it has
+        subscribers: a run that nobody watches builds no event at all)."""
+        self.has_sink = listening and (self.on_event is not None or self.send is not None)
+        if self.batch is not None:
+            self.batch._has_sink = self.has_sink
+
     async def emit(self, *events: ev.AgentEvent) -> None:
         """Deliver events in order; what a cancel interrupts goes on the redo list.
 
@@ -250,24 +249,20 @@ class Runner:
         """
         if not self.has_sink:
             return
-        queue: list[tuple[ev.AgentEvent, int]]
+        queue: Sequence[tuple[ev.AgentEvent, bool]] | None = None
         if self.redo:
-            queue = [*self.redo, *((e, _FRESH) for e in events)]
+            queue = [*self.redo, *((e, False) for e in events)]
             self.redo = []
-        else:
-            queue = [(e, _FRESH) for e in events]
-        observe = self.observe
         on_event = self.on_event
         send = self.send
-        for i, (event, done) in enumerate(queue):
-            step = done
+        for i in range(len(queue) if queue is not None else len(events)):
+            if queue is not None:
+                event, called = queue[i]
+            else:
+                event, called = events[i], False
             try:
-                if step < _OBSERVED:
-                    if observe is not None:
-                        observe(event)
-                    step = _OBSERVED
-                if step < _CALLED:
-                    step = _CALLED
+                if not called:
+                    called = True
                     if on_event is not None and not self.sink_dead:
                         try:
                             result = on_event(event)
@@ -282,30 +277,21 @@ class Runner:
                         self.send_dead = True
                         self.abort("the event consumer closed the channel")
             except BaseException:
-                self._owe(queue, i, step)
+                if queue is None:
+                    queue = [(e, False) for e in events]
+                self._owe(queue, i)
                 raise
 
-    def _owe(self, queue: list[tuple[ev.AgentEvent, int]], i: int, step: int) -> None:
-        """The delivery of ``queue[i]`` stopped at ``step``: keep what is left for later.
+    def _owe(self, queue: Sequence[tuple[ev.AgentEvent, bool]], i: int) -> None:
+        """The delivery of ``queue[i]`` was interrupted: keep what is left for later.
 
-        The interrupted event is kept only if its channel ``send`` is still owed (an
-        ``on_event`` call counts as made once called; updates are not kept). The later
-        events are observed now, so that the state includes them at once.
+        The interrupted event is kept only if its channel ``send`` is still owed (its
+        ``on_event`` call, made, counts as delivered); update events are not kept.
         """
         event = queue[i][0]
-        if (
-            step == _CALLED
-            and self.send is not None
-            and not self.send_dead
-            and not isinstance(event, _DROPPABLE)
-        ):
-            self.redo.append((event, _CALLED))
-        observe = self.observe
-        for later, done in queue[i + 1 :]:
-            if done < _OBSERVED and observe is not None:
-                observe(later)
-            if not isinstance(later, _DROPPABLE):
-                self.redo.append((later, max(done, _OBSERVED)))
+        if self.send is not None and not self.send_dead and not isinstance(event, _DROPPABLE):
+            self.redo.append((event, True))
+        self.redo.extend(e for e in queue[i + 1 :] if not isinstance(e[0], _DROPPABLE))
 
     async def _flush(self) -> None:
         if self.redo:
@@ -397,7 +383,7 @@ class Runner:
         self.pending = []
         events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))
         if self.has_sink:
-            self.redo.extend((e, _FRESH) for e in events)
+            self.redo.extend((e, False) for e in events)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -633,7 +619,6 @@ class Runner:
         self.acc_start_emitted = False
         self.interrupt_requested = False
         idle = self.config.stream_idle_timeout
-        has_sink = self.has_sink
         with trio.CancelScope() as scope:
             self.stream_scope = scope
             if idle is not None:
@@ -644,7 +629,7 @@ class Runner:
                         if idle is not None:
                             scope.deadline = math.inf
                         show = acc.feed(event)
-                        if has_sink:
+                        if self.has_sink:
                             if not self.acc_start_emitted and acc.started:
                                 self.acc_start_emitted = True
                                 await self.emit(ev.MessageStart(message=acc.empty()))
@@ -671,7 +656,7 @@ class Runner:
         self.acc = None
         self._push(message)
         self.turn_message = message
-        if has_sink:
+        if self.has_sink:
             closing: list[ev.AgentEvent] = []
             if not self.acc_start_emitted:
                 self.acc_start_emitted = True
