@@ -516,25 +516,46 @@ class Agent:
         return _Subscription(self, buffer, drop_updates)
 
     def _on_event(self, active: _ActiveRun, event: ev.AgentEvent) -> Awaitable[None] | None:
-        """The run's ``on_event`` (its ``observe`` hook has already updated the state).
+        """The run's ``on_event``; the run calls it only while someone subscribes.
 
-        Nothing to await when no one subscribed and nothing is owed, so a run without
-        subscribers never leaves its task for its events. ``TurnEnd`` is handed to the
-        subscribers together with the run's next event (the next ``TurnStart``, or
-        ``AgentEnd``): the polls that follow a turn run first, so a message queued
-        while a subscriber holds ``TurnEnd`` waits for the next run (see the module
-        docstring) instead of racing the run's last poll. The state is made final just
-        before ``AgentEnd`` goes out, after the events before it were handed over.
+        ``TurnEnd`` is handed to the subscribers together with the run's next event (the
+        next ``TurnStart``, or ``AgentEnd``): the polls that follow a turn run first, so
+        a message queued while a subscriber holds ``TurnEnd`` waits for the next run
+        (see the module docstring) instead of racing the run's last poll. The state is
+        made final just before ``AgentEnd`` goes out, after the events before it were
+        handed over.
         """
         kind = type(event)
-        if not self._subscribers and not self._owed:
-            if kind is ev.AgentEnd:
-                self._finalize_from(active)
-            return None
-        self._owed.append((event, tuple(self._subscribers)))
+        subs = self._subscribers
+        if not self._owed:
+            if not subs:
+                if kind is ev.AgentEnd:
+                    self._finalize_from(active)
+                return None
+            if kind is not ev.TurnEnd and kind is not ev.AgentEnd:
+                return self._publish_one(event, tuple(subs))
+        self._owed.append((event, tuple(subs)))
         if kind is ev.TurnEnd:
             return None
         return self._publish(active)
+
+    async def _publish_one(self, event: ev.AgentEvent, subs: tuple[_Subscriber, ...]) -> None:
+        """Hand ``event`` to ``subs`` (nothing else owed); a cancel leaves it owed."""
+        for i, sub in enumerate(subs):
+            try:
+                if sub.drop_updates and isinstance(event, _UPDATES):
+                    try:
+                        sub.send.send_nowait(event)
+                    except trio.WouldBlock:
+                        pass
+                else:
+                    await sub.send.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._unsubscribe(sub)
+            except trio.Cancelled:
+                if not isinstance(event, _UPDATES):
+                    self._owed.append((event, subs[i:]))
+                raise
 
     def _finalize_from(self, active: _ActiveRun) -> None:
         run = active.run
