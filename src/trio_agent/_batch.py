@@ -125,7 +125,6 @@ class CallState(ToolContext):
 Emit = Callable[..., Awaitable[None]]
 
 
-
 class Batch:
     """Runs the calls of one assistant message. Owned by the run that made it."""
 
