@@ -4,21 +4,23 @@ Theory of operation
 -------------------
 An :class:`Agent` holds a transcript, two FIFO queues (steering and follow-up) and a list
 of subscribers. ``prompt()`` and ``continue_()`` make one run of the loop (the runner
-behind :func:`run_agent_loop`) in a task of their own and wait for it. The run drives the
-agent directly, in its own task, through two hooks:
+behind :func:`run_agent_loop`) in a task of their own and wait for it. The agent holds
+the run itself, not a channel of its events:
 
-- a synchronous ``observe`` hook updates the state from each event as the run emits it,
-  before the run takes its next step. So whatever runs after an event — a tool, a
-  ``before_tool_call`` hook, a subscriber, another task — sees a state that already
+- while the run is active, ``state`` is read from the run's own state (its transcript,
+  the reply it is streaming, its tool batch), which the run updates synchronously
+  *before* it emits any event about it. So whatever runs after an event — a tool, a
+  ``before_tool_call`` hook, a subscriber, another task — finds a state that already
   includes it: a running tool finds its own call in ``pending_tool_calls``, a
-  subscriber holding ``MessageEnd`` finds the message in ``messages``.
-- ``on_event`` then hands the event to every subscriber in turn (awaited, so a slow
-  subscriber slows the run down instead of losing events). With no subscriber it
-  returns at once: a run nobody watches never leaves its task for its events.
-  ``TurnEnd`` goes to the subscribers together with the run's next event (see below).
-  A hand-over that a cancel interrupts stays owed to the subscribers that have not
-  taken it yet and goes first in the run's clean-up (bounded by
-  ``LoopConfig.cleanup_timeout``); what that bound cuts off is dropped.
+  subscriber holding ``MessageEnd`` finds the message in ``messages`` (it may also find
+  what the run did after that event: the run goes on once a subscriber has taken an
+  event). Nothing is done per event for the state; a snapshot is built when read.
+- the run builds and delivers events only while someone subscribes; its ``on_event``
+  hands each one to every subscriber in turn (awaited, so a slow subscriber slows the
+  run down instead of losing events). ``TurnEnd`` goes to the subscribers together with
+  the run's next event (see below). A hand-over that a cancel interrupts stays owed to
+  the subscribers that have not taken it yet and goes first in the run's clean-up
+  (bounded by ``LoopConfig.cleanup_timeout``); what that bound cuts off is dropped.
 
 The loop reads the queues through two *synchronous* poll hooks. A synchronous poll has no
 checkpoint, so a message leaves its queue in the same step as it enters the loop's list
@@ -43,8 +45,7 @@ late messages at once (from a non-empty transcript).
 its steering poll and delivers ``m``. If neither a batch nor a reply runs at that moment
 (the request is being prepared, or the reply has just ended and its batch not begun), the
 loop keeps the interrupt until its next steering poll: a batch that starts first is
-cancelled, and a request about to go out takes ``m`` first. (Before the loop's run has
-started, the agent holds the interrupt and passes it on at the run's first event.)
+cancelled, and a request about to go out takes ``m`` first.
 
 The state is final — ``is_running`` false, ``messages`` the run's transcript, the queues
 restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi), and
