@@ -467,6 +467,8 @@ class Runner:
         with no bound (the consumer's backpressure), unless a cancel or an abort arrives
         meanwhile, which bounds what is left the same way.
         """
+        if not self.redo:
+            return
         bound = self.config.cleanup_timeout
         try:
             try:
