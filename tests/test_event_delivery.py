@@ -274,6 +274,44 @@ async def test_abort_bounds_the_closing_events_of_a_run_that_has_already_ended(
             assert run.result.reason == "stop"
 
 
+async def test_abort_ends_an_open_agent_loop_whose_sink_is_stuck(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An ``on_event`` sink that never returns: the abort cancels it (that call counts as
+    delivered), and the closing events' calls are cut at ``cleanup_timeout``."""
+    calls: list[AgentEvent] = []
+
+    async def stuck(event: AgentEvent) -> None:
+        calls.append(event)
+        first_start = type(event) is ToolExecutionStart and event.call_id == "c1"
+        if first_start or type(event) is AgentEnd:
+            await trio.sleep_forever()
+
+    model = ScriptedModel(script())
+    tool = gated_tool(trio.Event())
+    received: list[AgentEvent] = []
+    with trio.fail_after(600):
+        async with open_agent_loop(prompt(), ctx(tool), model, on_event=stuck) as run:
+            async for event in run.events:
+                received.append(event)
+                if type(event) is MessageEnd and event.message.role == "assistant":
+                    break
+            await trio.testing.wait_all_tasks_blocked()
+            start = trio.current_time()
+            run.abort("stop")
+            # The consumer stays, reading: it gets the closing events the sink let through.
+            async for event in run.events:
+                received.append(event)
+        assert trio.current_time() - start <= CLEANUP + 0.01
+    assert run.result is not None
+    assert run.result.reason == "aborted"
+    check_transcript(run.result.transcript)
+    assert_exactly_once(calls)
+    # Each event goes to the sink, then to the channel: AgentEnd, on which the sink hung
+    # until the bound cut it, never reached the consumer; everything before it did.
+    assert [type(e) for e in received] == [type(e) for e in calls[:-1]]
+
+
 async def test_agent_abort_ends_the_run_while_a_subscriber_takes_nothing(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
