@@ -10,6 +10,11 @@ nursery, append the results. No validation, no events, no result objects.
 A third case puts the consumer in perspective: its floor is the same bare loop sending
 as many events as ours does, through the same kind of channel (buffer 0) to a consumer
 task — the cost of handing every event to another task, which no loop can avoid.
+
+The same run through an ``Agent`` (``agent.prompt``, the agent opened outside the timed
+region): against the bare floor; against ``run_agent_loop`` itself, interleaved (what
+the agent's state keeping costs); and with one subscriber reading every event, against
+the events floor (one hand-off per event, as the subscriber's channel needs).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import trio
 
 from benchmarks._harness import Case, Stopwatch, Timing
 from trio_agent import (
+    AgentEnd,
     AssistantMessage,
     Context,
     Done,
@@ -29,6 +35,7 @@ from trio_agent import (
     Tool,
     ToolCall,
     UserMessage,
+    open_agent,
     open_agent_loop,
     run_agent_loop,
 )
@@ -106,6 +113,47 @@ def ours_plain(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
 
 def ours_consumer(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
     return trio.run(_ours, replies, True)
+
+
+async def _agent(replies: Sequence[list[AssistantEvent]], subscriber: bool) -> Timing:
+    turns = len(replies) - 1
+    model = ScriptedModel(replies)
+    config = LoopConfig(max_steps=len(replies))
+    seen = 0
+    done = trio.Event()
+
+    async def read(events: trio.MemoryReceiveChannel[Any]) -> None:
+        nonlocal seen
+        async for event in events:
+            seen += 1
+            if type(event) is AgentEnd:
+                done.set()
+
+    async with open_agent(model, tools=(NOOP,), config=config) as agent:
+        if subscriber:
+            async with agent.subscribe() as events, trio.open_nursery() as nursery:
+                nursery.start_soon(read, events)
+                with Stopwatch() as watch:
+                    result = await agent.prompt("go")
+                    await done.wait()
+                nursery.cancel_scope.cancel()
+        else:
+            with Stopwatch() as watch:
+                result = await agent.prompt("go")
+        assert agent.state.messages[-1] == result.messages[-1]
+    assert result.reason == "stop", result.reason
+    assert result.steps == turns + 1
+    assert len(result.turns) == turns + 1
+    assert seen == (events_per_run(replies) if subscriber else 0), seen
+    return watch.timing
+
+
+def agent_plain(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
+    return trio.run(_agent, replies, False)
+
+
+def agent_subscriber(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
+    return trio.run(_agent, replies, True)
 
 
 # --- the floor ---------------------------------------------------------------------------
@@ -252,42 +300,27 @@ def floor(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
     return trio.run(_floor, replies)
 
 
+def _w1(name: str, ours: Any, floor_: Any, **extra: Any) -> Case:
+    return Case(
+        workload="W1",
+        name=name,
+        size_label="T",
+        unit="turn",
+        sizes=SIZES,
+        quick_sizes=(20,),
+        ours=ours,
+        floor=floor_,
+        prepare=script,
+        module=__name__,
+        **extra,
+    )
+
+
 CASES = (
-    Case(
-        workload="W1",
-        name="no consumer",
-        size_label="T",
-        unit="turn",
-        sizes=SIZES,
-        quick_sizes=(20,),
-        ours=ours_plain,
-        floor=floor,
-        prepare=script,
-        module=__name__,
-        peer_sizes=(200,),
-    ),
-    Case(
-        workload="W1",
-        name="consumer",
-        size_label="T",
-        unit="turn",
-        sizes=SIZES,
-        quick_sizes=(20,),
-        ours=ours_consumer,
-        floor=floor,
-        prepare=script,
-        module=__name__,
-    ),
-    Case(
-        workload="W1",
-        name="consumer vs events floor",
-        size_label="T",
-        unit="turn",
-        sizes=SIZES,
-        quick_sizes=(20,),
-        ours=ours_consumer,
-        floor=floor_events,
-        prepare=script,
-        module=__name__,
-    ),
+    _w1("no consumer", ours_plain, floor, peer_sizes=(200,)),
+    _w1("consumer", ours_consumer, floor),
+    _w1("consumer vs events floor", ours_consumer, floor_events),
+    _w1("via the Agent", agent_plain, floor),
+    _w1("via the Agent vs run_agent_loop", agent_plain, ours_plain),
+    _w1("via the Agent, one subscriber, vs events floor", agent_subscriber, floor_events),
 )

@@ -3,10 +3,24 @@
 Theory of operation
 -------------------
 An :class:`Agent` holds a transcript, two FIFO queues (steering and follow-up) and a list
-of subscribers. ``prompt()`` and ``continue_()`` make one run of the loop
-(:func:`open_agent_loop`) *in the calling task* and consume its events: each event first
-updates the agent's state, then goes to every subscriber in turn (awaited, so a slow
-subscriber slows the run down instead of losing events).
+of subscribers. ``prompt()`` and ``continue_()`` make one run of the loop (the runner
+behind :func:`run_agent_loop`) in a task of their own and wait for it. The agent holds
+the run itself, not a channel of its events:
+
+- while the run is active, ``state`` is read from the run's own state (its transcript,
+  the reply it is streaming, its tool batch), which the run updates synchronously
+  *before* it emits any event about it. So whatever runs after an event — a tool, a
+  ``before_tool_call`` hook, a subscriber, another task — finds a state that already
+  includes it: a running tool finds its own call in ``pending_tool_calls``, a
+  subscriber holding ``MessageEnd`` finds the message in ``messages`` (it may also find
+  what the run did after that event: the run goes on once a subscriber has taken an
+  event). Nothing is done per event for the state; a snapshot is built when read.
+- the run builds and delivers events only while someone subscribes; its ``on_event``
+  hands each one to every subscriber in turn (awaited, so a slow subscriber slows the
+  run down instead of losing events). ``TurnEnd`` goes to the subscribers together with
+  the run's next event (see below). A hand-over that a cancel interrupts stays owed to
+  the subscribers that have not taken it yet and goes first in the run's clean-up
+  (bounded by ``LoopConfig.cleanup_timeout``); what that bound cuts off is dropped.
 
 The loop reads the queues through two *synchronous* poll hooks. A synchronous poll has no
 checkpoint, so a message leaves its queue in the same step as it enters the loop's list
@@ -16,8 +30,9 @@ hands out during a run; when the run ends, each one that did not reach the trans
 hook, a cancel) goes back to the *front* of its queue, in order. So a queued message is
 delivered exactly once, in FIFO order, or is still queued.
 
-A run's last poll and its end are not one step: the run still delivers its closing events
-to the subscribers, and a message queued meanwhile cannot reach that run any more. It is
+A run's last poll and its end are not one step: the run hands its last ``TurnEnd`` to the
+subscribers only after its last polls (with its ``AgentEnd``), and a message queued
+while a subscriber takes them cannot reach that run any more. It is
 not lost and not stranded: it stays queued and the *next* run delivers it first —
 ``prompt(x)`` sends the queued steering messages ahead of ``x`` (follow-ups keep their
 place: they go when the model would otherwise stop), and ``continue_()`` from an assistant
@@ -30,11 +45,11 @@ late messages at once (from a non-empty transcript).
 its steering poll and delivers ``m``. If neither a batch nor a reply runs at that moment
 (the request is being prepared, or the reply has just ended and its batch not begun), the
 loop keeps the interrupt until its next steering poll: a batch that starts first is
-cancelled, and a request about to go out takes ``m`` first. (Before the loop's run has
-started, the agent holds the interrupt and passes it on at the run's first event.)
+cancelled, and a request about to go out takes ``m`` first.
 
 The state is final — ``is_running`` false, ``messages`` the run's transcript, the queues
-restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi). The
+restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi), and
+only once the events before it were handed over. The
 run's task still finishes delivering that event afterwards; a ``prompt()`` or
 ``continue_()`` called in that short tail waits for it instead of raising
 :class:`AgentBusyError`.
@@ -44,7 +59,9 @@ set). A hook failure or a bug raises :class:`AgentRunError` out of ``prompt()``,
 paired transcript was stored in ``state.messages``. A cancel of the task running
 ``prompt()`` aborts the run: the transcript is paired and stored, the closing events go
 to the subscribers within ``LoopConfig.cleanup_timeout``, then ``Cancelled`` propagates.
-Nothing is wrapped in an exception group (the agent starts no nursery of its own).
+``abort()`` ends the run within ``cleanup_timeout`` too, even while a subscriber takes
+nothing. Nothing is wrapped in an exception group (the run's task is the only one the
+agent starts, and its failure is re-raised as it is).
 """
 
 from __future__ import annotations
@@ -61,7 +78,6 @@ import trio
 from . import _events as ev
 from ._errors import AgentBusyError, AgentRunError, AgentUsageError
 from ._hooks import Context, LoopConfig
-from ._loop import AgentRun, AgentRunResult, open_agent_loop
 from ._messages import (
     MESSAGE_TYPES,
     AssistantMessage,
@@ -70,11 +86,14 @@ from ._messages import (
     describe_value,
 )
 from ._model import Model
+from ._runner import Runner, representative
 from ._tools import Tool, as_tools
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator, Awaitable, Iterable
     from types import TracebackType
+
+    from ._runner import AgentRunResult
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
 
@@ -138,13 +157,28 @@ class _Subscriber:
     drop_updates: bool
 
 
+class _View:
+    """Caches of the agent's state (see ``Agent.state``)."""
+
+    __slots__ = ("live_count", "live_run", "messages_tuple", "state")
+
+    def __init__(self) -> None:
+        self.state: AgentState | None = None
+        # The transcript as a tuple; during a run (`live_run`), with that run's first
+        # `live_count` new messages.
+        self.messages_tuple: tuple[Message, ...] | None = None
+        self.live_run: Runner | None = None
+        self.live_count = 0
+
+
 @attrs.define(eq=False)
 class _ActiveRun:
     """The bookkeeping of one run, from ``prompt()`` to its return."""
 
     skip_first_poll: bool = False
     taken: list[tuple[_Kind, Message]] = attrs.field(factory=list)
-    run: AgentRun | None = None
+    run: Runner | None = None
+    error: AgentRunError | None = None
     abort_reason: str | None = None
     abort_requested: bool = False
     finalized: bool = False
@@ -186,39 +220,65 @@ class Agent:
     )
     _active: _ActiveRun | None = attrs.field(init=False, default=None, repr=False)
     _running: bool = attrs.field(init=False, default=False, repr=False)
-    _streaming: AssistantMessage | ev.MessageUpdate | None = attrs.field(
-        init=False, default=None, repr=False
-    )
-    _pending_calls: dict[str, None] = attrs.field(init=False, factory=dict, repr=False)
     _error_message: str | None = attrs.field(init=False, default=None, repr=False)
     _interrupting: Message | None = attrs.field(init=False, default=None, repr=False)
     _resets: int = attrs.field(init=False, default=0, repr=False)
     _closed: bool = attrs.field(init=False, default=False, repr=False)
-    _state: AgentState | None = attrs.field(init=False, default=None, repr=False)
-    _messages_tuple: tuple[Message, ...] | None = attrs.field(init=False, default=None, repr=False)
+    _view: _View = attrs.field(init=False, factory=_View, repr=False)
 
     # --- state ------------------------------------------------------------------------
 
     @property
     def state(self) -> AgentState:
-        """An immutable snapshot of the agent's state (see :class:`AgentState`)."""
-        state = self._state
+        """An immutable snapshot of the agent's state (see :class:`AgentState`).
+
+        During a run it is read from the run itself, which updates its state before it
+        emits any event about it: whoever reads ``state`` after an event — a tool, a
+        hook, a subscriber, another task — finds the event already in it.
+        """
+        active = self._active
+        if active is not None and not active.finalized and active.run is not None:
+            return self._live_state(active.run)
+        state = self._view.state
         if state is None:
-            if self._messages_tuple is None:
-                self._messages_tuple = tuple(self._messages)
-            streaming = self._streaming
-            self._state = state = AgentState(
-                messages=self._messages_tuple,
+            if self._view.messages_tuple is None:
+                self._view.messages_tuple = tuple(self._messages)
+            self._view.state = state = AgentState(
+                messages=self._view.messages_tuple,
                 is_running=self._running,
-                # An update's partial message is built only here, when someone looks:
-                # streaming N deltas stays O(total size).
-                streaming_message=(
-                    streaming.message if isinstance(streaming, ev.MessageUpdate) else streaming
-                ),
-                pending_tool_calls=frozenset(self._pending_calls),
                 error_message=self._error_message,
             )
         return state
+
+    def _live_state(self, run: Runner) -> AgentState:
+        """The state of a running agent, read from its run (built only when read)."""
+        view = self._view
+        new = run.new_messages
+        if view.live_run is not run or view.messages_tuple is None:
+            view.live_run = run
+            view.messages_tuple = tuple(self._messages)
+            view.live_count = 0
+        if view.live_count != len(new):
+            view.messages_tuple += tuple(new[view.live_count :])
+            view.live_count = len(new)
+        acc = run.acc
+        batch = run.batch
+        return AgentState(
+            messages=view.messages_tuple,
+            is_running=True,
+            # The partial reply is built only here, when someone looks: streaming N
+            # deltas stays O(total size).
+            streaming_message=(
+                acc.snapshot().materialize() if acc is not None and acc.started else None
+            ),
+            pending_tool_calls=(
+                frozenset(
+                    st.call.id for st in batch.states if st.start_emitted and st.result is None
+                )
+                if batch is not None
+                else frozenset()
+            ),
+        )
 
     @property
     def queued_steering(self) -> tuple[Message, ...]:
@@ -236,9 +296,9 @@ class Agent:
         return bool(self._steering or self._follow_ups)
 
     def _changed(self, *, messages: bool = False) -> None:
-        self._state = None
+        self._view.state = None
         if messages:
-            self._messages_tuple = None
+            self._view.messages_tuple = None
 
     # --- queues -----------------------------------------------------------------------
 
@@ -348,13 +408,16 @@ class Agent:
         reply is kept, finished calls keep their results, the others get ``aborted``
         results; with ``grace``, running tools may finish for up to ``grace`` seconds).
         Messages taken from the queues but not delivered go back to their front.
+
+        A run that has ended but still hands its last events to a subscriber that does
+        not take them finishes within ``config.cleanup_timeout``.
         """
         active = self._active
-        if active is None or active.finalized:
+        if active is None:
             return
         if active.run is not None:
             active.run.abort(reason, grace=grace)
-        else:
+        elif not active.finalized:
             active.abort_requested = True
             active.abort_reason = reason
 
@@ -390,8 +453,6 @@ class Agent:
         self._steering.clear()
         self._follow_ups.clear()
         self._interrupting = None
-        self._streaming = None
-        self._pending_calls.clear()
         self._error_message = None
         self._changed(messages=True)
 
@@ -455,10 +516,32 @@ class Agent:
         self._check_open()
         return _Subscription(self, buffer, drop_updates)
 
-    async def _publish(
-        self, event: ev.AgentEvent, subscribers: tuple[_Subscriber, ...] | None = None
-    ) -> None:
-        subs = tuple(self._subscribers) if subscribers is None else subscribers
+    def _on_event(self, active: _ActiveRun, event: ev.AgentEvent) -> Awaitable[None] | None:
+        """The run's ``on_event``; the run calls it only while someone subscribes.
+
+        ``TurnEnd`` is handed to the subscribers together with the run's next event (the
+        next ``TurnStart``, or ``AgentEnd``): the polls that follow a turn run first, so
+        a message queued while a subscriber holds ``TurnEnd`` waits for the next run
+        (see the module docstring) instead of racing the run's last poll. The state is
+        made final just before ``AgentEnd`` goes out, after the events before it were
+        handed over.
+        """
+        kind = type(event)
+        subs = self._subscribers
+        if not self._owed:
+            if not subs:
+                if kind is ev.AgentEnd:
+                    self._finalize_from(active)
+                return None
+            if kind is not ev.TurnEnd and kind is not ev.AgentEnd:
+                return self._publish_one(event, tuple(subs))
+        self._owed.append((event, tuple(subs)))
+        if kind is ev.TurnEnd:
+            return None
+        return self._publish(active)
+
+    async def _publish_one(self, event: ev.AgentEvent, subs: tuple[_Subscriber, ...]) -> None:
+        """Hand ``event`` to ``subs`` (nothing else owed); a cancel leaves it owed."""
         for i, sub in enumerate(subs):
             try:
                 if sub.drop_updates and isinstance(event, _UPDATES):
@@ -469,19 +552,51 @@ class Agent:
                 else:
                     await sub.send.send(event)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                # The subscriber left (possibly while we waited for it): the run goes on.
                 self._unsubscribe(sub)
             except trio.Cancelled:
-                # A cancelled send delivered nothing: owe the event to this subscriber and
-                # the ones after it, so the shielded clean-up hands it over first.
                 if not isinstance(event, _UPDATES):
                     self._owed.append((event, subs[i:]))
                 raise
 
-    async def _pay_owed(self) -> None:
-        owed, self._owed = self._owed, []
-        for event, subs in owed:
-            await self._publish(event, tuple(s for s in subs if s in self._subscribers))
+    def _finalize_from(self, active: _ActiveRun) -> None:
+        run = active.run
+        self._finalize(active, run.result if run is not None else None)
+
+    async def _publish(self, active: _ActiveRun) -> None:
+        """Hand every owed event to the subscribers it is owed to, oldest first.
+
+        The run counts an event as delivered once ``on_event`` was called for it, even
+        if cancelled part-way; so the agent keeps its own list: an entry stays owed to
+        the subscribers that have not taken it yet (a cancelled ``send`` delivered
+        nothing), and the next call — the run's clean-up delivering its closing events
+        — hands it over first. An update event that a cancel interrupts is dropped.
+        """
+        owed = self._owed
+        while owed:
+            event, subs = owed[0]
+            if type(event) is ev.AgentEnd:
+                self._finalize_from(active)
+            while subs:
+                sub = subs[0]
+                try:
+                    if sub.drop_updates and isinstance(event, _UPDATES):
+                        try:
+                            sub.send.send_nowait(event)
+                        except trio.WouldBlock:
+                            pass
+                    else:
+                        await sub.send.send(event)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    # The subscriber left (possibly while we waited for it): the run goes on.
+                    self._unsubscribe(sub)
+                except trio.Cancelled:
+                    if isinstance(event, _UPDATES):
+                        owed.pop(0)
+                    else:
+                        owed[0] = (event, subs)
+                    raise
+                subs = subs[1:]
+            owed.pop(0)
 
     def _unsubscribe(self, sub: _Subscriber) -> None:
         try:
@@ -489,6 +604,13 @@ class Agent:
         except ValueError:
             pass
         sub.send.close()
+        self._listen()
+
+    def _listen(self) -> None:
+        """Tell the active run whether anyone listens (it builds no event otherwise)."""
+        active = self._active
+        if active is not None and active.run is not None and not active.finalized:
+            active.run.listen(bool(self._subscribers))
 
     # --- runs -------------------------------------------------------------------------
 
@@ -518,8 +640,6 @@ class Agent:
         active = _ActiveRun()
         self._active = active
         self._running = True
-        self._streaming = None
-        self._pending_calls.clear()
         self._error_message = None
         self._interrupting = None
         self._changed()
@@ -604,61 +724,47 @@ class Agent:
         context = Context(
             system_prompt=self.system_prompt, messages=tuple(self._messages), tools=self.tools
         )
-        run: AgentRun | None = None
+        runner: Runner | None = None
         error: AgentRunError | None = None
         try:
-            async with open_agent_loop(prompts, context, self.model, config) as run:
-                active.run = run
-                if active.abort_requested:
-                    run.abort(active.abort_reason)
-                try:
-                    async for event in run.events:
-                        await self._dispatch(active, run, event)
-                except trio.Cancelled:
-                    # Our caller is cancelled (the run, inside the same scope, is too):
-                    # let the subscribers see the run's closing events, within a bound.
-                    run.abort("prompt() was cancelled")
-                    with trio.move_on_after(config.cleanup_timeout, shield=True):
-                        await self._pay_owed()
-                        async for event in run.events:
-                            await self._dispatch(active, run, event)
-                    raise
+            # ``state`` reads the run directly while it runs; the run builds and
+            # delivers events only while someone subscribes.
+            runner = Runner(
+                prompts,
+                context,
+                self.model,
+                config,
+                on_event=functools.partial(self._on_event, active),
+            )
+            runner.listen(bool(self._subscribers))
+            active.run = runner
+            if active.abort_requested:
+                runner.abort(active.abort_reason)
+            try:
+                # The run has a task of its own (one per run, not per event): its first
+                # step is a scheduling point after prompt() took the queued messages,
+                # where an abort finds them taken and puts them back.
+                async with trio.open_nursery() as nursery:  # noqa: ASYNC112
+                    nursery.start_soon(self._drive, active, runner)
+            except BaseException as group:  # noqa: ASYNC103, ASYNC104 - re-raised, unwrapped
+                raise representative(group) from None  # noqa: ASYNC104 - unwrapped
+            error = active.error
         except AgentRunError as exc:
             error = exc
         finally:
-            result = error.result if error is not None else run.result if run else None
+            result = error.result if error is not None else runner.result if runner else None
             self._finish(active, result, error)
         if error is not None:
             raise error
         assert result is not None
         return result
 
-    async def _dispatch(self, active: _ActiveRun, run: AgentRun, event: ev.AgentEvent) -> None:
-        """Update the state from one event, then hand the event to every subscriber."""
-        if self._interrupting is not None and run.interrupt():
-            self._interrupting = None
-        match event:
-            case ev.MessageUpdate():
-                self._streaming = event
-                self._changed()
-            case ev.MessageStart(message=AssistantMessage() as message):
-                self._streaming = message
-                self._changed()
-            case ev.MessageEnd(message=message):
-                self._streaming = None
-                self._messages.append(message)
-                self._changed(messages=True)
-            case ev.ToolExecutionStart(call_id=call_id):
-                self._pending_calls[call_id] = None
-                self._changed()
-            case ev.ToolExecutionEnd(call_id=call_id):
-                self._pending_calls.pop(call_id, None)
-                self._changed()
-            case ev.AgentEnd():
-                # The run has ended (its result is set before AgentEnd is emitted): make
-                # the state final before the subscribers hear about it.
-                self._finalize(active, run.result)
-        await self._publish(event)
+    @staticmethod
+    async def _drive(active: _ActiveRun, runner: Runner) -> None:
+        try:
+            await runner.run()
+        except AgentRunError as exc:
+            active.error = exc
 
     def _finalize(self, active: _ActiveRun, result: AgentRunResult | None) -> None:
         if active.finalized:
@@ -671,8 +777,6 @@ class Agent:
             self._messages = list(result.transcript)
             self._error_message = result.error_message
         self._running = False
-        self._streaming = None
-        self._pending_calls.clear()
         self._interrupting = None
         self._changed(messages=True)
 
@@ -681,6 +785,9 @@ class Agent:
     ) -> None:
         resets = self._resets
         self._finalize(active, result)
+        # What the run's bounded clean-up could not hand over in time is dropped (a
+        # subscriber that took nothing for cleanup_timeout): never to the next run.
+        self._owed.clear()
         if error is not None and self._resets == resets:
             self._error_message = str(error)
             self._changed()
@@ -714,6 +821,7 @@ class _Subscription:
         send, receive = trio.open_memory_channel[ev.AgentEvent](self._buffer)
         self._sub = _Subscriber(send=send, drop_updates=self._drop_updates)
         self._agent._subscribers.append(self._sub)
+        self._agent._listen()
         return receive
 
     async def __aexit__(

@@ -14,7 +14,6 @@ its result is appended as it settles, its ``MessageStart``/``MessageEnd`` right 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections import abc
@@ -101,14 +100,17 @@ async def maybe_await(value: Any) -> Any:
     return value
 
 
-class CallState:
-    """How far one call of the batch got."""
+class CallState(ToolContext):
+    """How far one call of the batch got; also the :class:`ToolContext` its tool gets.
+
+    One object per call instead of two (the state, and a context pointing at it): every
+    object alive per sleeping call is more for the garbage collector to walk.
+    """
 
     __slots__ = (
         "appended",
         "args",
         "batch",
-        "call",
         "end",
         "outcome",
         "result",
@@ -143,13 +145,10 @@ class CallState:
             outcome=self.outcome,
         )
 
-    async def __call__(self, partial: Any) -> None:
-        """``ToolContext.report_progress`` of this call.
-
-        The state itself is the callable handed to ``ToolContext`` (no bound method or
-        closure per call: fewer objects alive per sleeping call for the GC to walk).
-        """
+    async def report_progress(self, partial: Any) -> None:
+        """Emit a ``ToolExecutionUpdate`` for this call (see ``ToolContext``)."""
         if self.result is not None or not self.batch._has_sink:
+            await trio.lowlevel.checkpoint()
             return
         await self.batch._emit(
             ev.ToolExecutionUpdate(call_id=self.call.id, tool_name=self.call.name, partial=partial)
@@ -164,9 +163,6 @@ class CallState:
 Emit = Callable[..., Awaitable[None]]
 Append = Callable[[ToolResultMessage], list[ev.AgentEvent]]
 """Appends a result to the transcript at once; returns its MessageStart/MessageEnd."""
-
-# Shared by every call without a timeout: no CancelScope object per call.
-_NO_TIMER: Any = contextlib.nullcontext()
 
 
 class Batch:
@@ -393,25 +389,29 @@ class Batch:
         assert tool is not None
         call = st.call
         timeout = tool.timeout if tool.timeout is not None else self.config.tool_timeout
-        ctx = ToolContext(call=call, report=st)
         self._running += 1
         if self._running > self._peak:
             self._peak = self._running
         st.start = trio.current_time()
-        timer = _NO_TIMER if timeout is None else trio.CancelScope(deadline=st.start + timeout)
+        timer: trio.CancelScope | None = None
         try:
-            with timer:
-                # Inline rather than a helper coroutine: one frame less per live call.
-                try:
-                    output = await tool.execute(call, st.args, ctx)
-                    content, details, terminate, is_error = _normalize(output)
-                except Exception as exc:
-                    content = (Text(text=_describe(exc)),)
-                    details, terminate, is_error = None, False, True
+            # Inline rather than a helper coroutine: one frame less per live call; and no
+            # `with` block without a timeout (it would keep a bound __exit__ alive).
+            try:
+                if timeout is None:
+                    output = await tool.execute(call, st.args, st)
+                else:
+                    output = ""  # replaced by the timed-out result below
+                    with trio.CancelScope(deadline=st.start + timeout) as timer:
+                        output = await tool.execute(call, st.args, st)
+                content, details, terminate, is_error = _normalize(output)
+            except Exception as exc:
+                content = (Text(text=_describe(exc)),)
+                details, terminate, is_error = None, False, True
         finally:
             self._running -= 1
             st.end = trio.current_time()
-        if timer is not _NO_TIMER and timer.cancelled_caught:
+        if timer is not None and timer.cancelled_caught:
             await self._fail(st, f"Tool {call.name} timed out after {timeout:g}s", "timed_out")
             return
         after = self.config.after_tool_call

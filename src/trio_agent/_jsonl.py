@@ -305,13 +305,15 @@ class JsonlTranscript:
         async with JsonlTranscript("run.jsonl") as transcript:
             result = await run_agent_loop(prompts, context, model, on_event=transcript)
 
-    or, with :func:`open_agent_loop` (or an ``Agent`` subscription), call
-    :meth:`write_event` for each event you read::
+    with :func:`open_agent_loop` (the sink writes each message before the consumer
+    reads its event)::
 
         async with JsonlTranscript("run.jsonl") as transcript:
-            async with open_agent_loop(prompts, context, model) as run:
+            async with open_agent_loop(prompts, context, model, on_event=transcript) as run:
                 async for event in run.events:
-                    await transcript.write_event(event)
+                    ...
+
+    or, from an ``Agent`` subscription, call :meth:`write_event` for each event you read.
 
     Entering opens the file: a new (or empty) file gets the header line; an existing
     transcript is appended to — its header is checked, not repeated, and a torn last
@@ -322,9 +324,10 @@ class JsonlTranscript:
 
     Each ``MessageEnd`` becomes one line, in call order. The write (and fsync) runs in a
     worker thread (``trio.to_thread.run_sync``), so the trio loop keeps running; the
-    sink returns once the line is written — and, with ``fsync=True``, on disk. A write
-    that has started is never abandoned: a cancel arriving meanwhile takes effect after
-    it, so a line is written exactly once or not at all.
+    sink returns once the line is written — and, with ``fsync=True``, on disk. A
+    ``MessageEnd`` handed to the sink is written exactly once, whatever cancels: a cancel
+    arriving before or during the write takes effect after it (a run counts a sink call
+    that a cancel interrupted as delivered, and never makes it again).
 
     Args:
         path: the transcript file.
@@ -478,7 +481,12 @@ class JsonlTranscript:
         kind = type(event)
         if kind is ev.MessageEnd:
             assert isinstance(event, ev.MessageEnd)
-            await self._write((event.message,), sync=self.fsync is True)
+            # A run counts a sink call as delivered even when a cancel interrupts it (it
+            # never makes it again), so the line is written whatever: a cancel takes
+            # effect once it is.
+            with trio.CancelScope(shield=True):
+                await self._write((event.message,), sync=self.fsync is True)
+            await trio.lowlevel.checkpoint_if_cancelled()
         elif self.fsync == "turn" and (kind is ev.TurnEnd or kind is ev.AgentEnd):
             await self._write((), sync=True)
 

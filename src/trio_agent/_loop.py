@@ -48,9 +48,14 @@ async def run_agent_loop(
         on_event: called with every event, in order; an awaitable it returns is awaited
             (a slow sink slows the run).
 
+    Every event reaches ``on_event`` exactly once, in order, whatever cancels the run: a
+    call that a cancel interrupted part-way counts as delivered (the sink may already
+    hold the event) and is never made again.
+
     A model's or a tool's failure is data in the result. If the caller's cancel scope
-    fires, the transcript is paired under a bounded shield (events still delivered if
-    ``on_event`` takes them in time) and ``Cancelled`` propagates.
+    fires, the transcript is paired under a bounded shield (the closing events still
+    delivered if ``on_event`` takes them within ``LoopConfig.cleanup_timeout``) and
+    ``Cancelled`` propagates.
 
     A call id already used earlier in the transcript (some servers restart at
     ``call_0`` every turn) is renamed before the reply enters the transcript: ``call_0``
@@ -109,8 +114,11 @@ class AgentRun:
         were still streaming is dropped from it and named in its ``error_message``),
         finished calls keep their results, every other call gets an ``aborted``
         result, no new request is made, and the run ends with reason ``aborted``.
-        With ``grace``, running tools may finish for up to ``grace`` seconds first.
-        Aborting an ended run does nothing.
+        With ``grace``, running tools may finish for up to ``grace`` seconds first. The
+        closing events are delivered within ``LoopConfig.cleanup_timeout``: a consumer
+        that stopped reading cannot keep the run from ending. Aborting a run that has
+        ended changes nothing in its result; if it is still delivering its closing
+        events, what is left of them goes out within ``cleanup_timeout``.
         """
         self._runner.abort(reason, grace)
 
@@ -144,6 +152,23 @@ class open_agent_loop:
     renamed; an unfinished tool call of a cut-short reply is dropped and named in its
     ``error_message``).
 
+    ``on_event`` (optional) gets every event too, as in :func:`run_agent_loop`, in the
+    run's task, just *before* the event is sent on the channel — so a sink such as a
+    :class:`JsonlTranscript` has written a message by the time the consumer reads its
+    ``MessageEnd``::
+
+        async with JsonlTranscript("run.jsonl") as transcript:
+            async with open_agent_loop(prompts, context, model, on_event=transcript) as run:
+                async for event in run.events:
+                    ...
+
+    Each event reaches each of the two exactly once: a cancel that interrupts the sink
+    counts as delivered to it; a ``send`` it interrupts delivered nothing and is retried
+    in the clean-up. After an abort (or an outer cancel) the closing events are delivered
+    within ``LoopConfig.cleanup_timeout``: a consumer that stopped reading cannot keep
+    the run from ending. An ``on_event`` that raises ends the run with
+    ``AgentRunError``; the consumer still receives the closing events.
+
     Raises:
         TypeError: on entry, before anything runs, when ``prompts`` is not a ``str`` or
             a sequence of messages.
@@ -159,9 +184,11 @@ class open_agent_loop:
         config: LoopConfig | None = None,
         *,
         buffer: int = 0,
+        on_event: OnEvent | None = None,
     ) -> None:
         self._args = (as_prompts(prompts), context, model, config or LoopConfig())
         self._buffer = buffer
+        self._on_event = on_event
         self._nursery_cm: Any = None
         self._run: AgentRun | None = None
         self._error: AgentRunError | None = None
@@ -170,7 +197,7 @@ class open_agent_loop:
         send, receive = trio.open_memory_channel[ev.AgentEvent](self._buffer)
         prompts, context, model, config = self._args
         try:
-            runner = Runner(prompts, context, model, config, send=send)
+            runner = Runner(prompts, context, model, config, send=send, on_event=self._on_event)
         except BaseException:
             send.close()
             receive.close()

@@ -6,12 +6,19 @@ A run is one :class:`Runner`. Its state is plain data — the working transcript
 messages it appended, the messages polled but not yet appended (``pending``), the turn in
 progress (``turn_open``/``turn_message``/``turn_results``), the reply being streamed
 (``acc``) and the tool batch being run (``batch``) — updated *synchronously*, before
-any event about it is emitted. Events are delivered afterwards; a delivery that is
-cancelled goes back on a ``redo`` list (update events excepted) and is delivered first
-next time. So whatever ends the run, at whatever checkpoint — the run's own cancel scope
-(``abort``), the caller's cancel scope, an exception — ``_close`` can read the state,
-give every unanswered call a result, and queue the closing events. That is the pairing
-invariant: it never depends on how far an ``await`` got.
+any event about it is emitted (so code that reads the state — the Agent's
+``state`` — never lags the events). Events are delivered afterwards, one at a time, to
+the ``on_event`` sink, then on the channel (``send``). A cancel that interrupts a
+delivery puts what is left of it — and every later event of the same emit — on a
+``redo`` list, delivered first next time (update events excepted). An ``on_event`` call
+counts as made once it has been called, even if cancelled part-way (the sink may
+already hold the event: redoing it would deliver it twice); a cancelled ``send``
+delivered nothing and is retried. Whatever ends the run, at whatever checkpoint — the
+run's own cancel scope (``abort``), the caller's cancel scope, an exception — ``_close``
+can read the state, give every unanswered call a result, and queue the closing events.
+That is the pairing invariant: it never depends on how far an ``await`` got. After an
+abort or an outer cancel, the closing events are delivered within
+``LoopConfig.cleanup_timeout`` (a stuck sink cannot keep the run from ending).
 
 ``_policy.decide`` says what each reply means (the stop-reason table); ``_batch.Batch``
 runs one batch of tool calls; ``_stream.StreamAccumulator`` turns the model's events into
@@ -120,7 +127,52 @@ class _SinkFailure(BaseException):
 
 
 class Runner:
-    """One run: its state, the two-level loop, and its clean-up (see the module docstring)."""
+    """One run: its state, the two-level loop, and its clean-up (see the module docstring).
+
+    Slotted: a run's state is its attributes, and a thousand runs at once each save the
+    instance dictionary (about 1.3 KB per run). A new attribute goes in ``__slots__``.
+    """
+
+    __slots__ = (
+        "_tool_specs",
+        "abort_reason",
+        "aborted",
+        "acc",
+        "acc_start_emitted",
+        "batch",
+        "call_ids",
+        "closing_scope",
+        "config",
+        "context",
+        "ended",
+        "has_sink",
+        "interrupt_pending",
+        "interrupt_requested",
+        "last_all_terminate",
+        "llm_view",
+        "model",
+        "new_messages",
+        "next_suffix",
+        "on_event",
+        "options",
+        "pending",
+        "redo",
+        "result",
+        "scope",
+        "send",
+        "send_dead",
+        "sink_dead",
+        "steps",
+        "stream_scope",
+        "token",
+        "transcript",
+        "turn_index",
+        "turn_message",
+        "turn_open",
+        "turn_results",
+        "turn_stats",
+        "turns",
+    )
 
     def __init__(
         self,
@@ -148,8 +200,10 @@ class Runner:
         self.options: ModelOptions = config.model_options
         self.on_event = on_event
         self.send = send
+        # Whether events are built and delivered at all (see ``listen``).
         self.has_sink = on_event is not None or send is not None
-        self.sink_dead = False
+        self.sink_dead = False  # on_event raised: it gets nothing more
+        self.send_dead = False  # the consumer closed the channel
         self.scope = trio.CancelScope()
         self.token = trio.lowlevel.current_trio_token()
 
@@ -176,13 +230,16 @@ class Runner:
         self.acc_start_emitted = False
         self.stream_scope: trio.CancelScope | None = None
         self.batch: Batch | None = None
-        self.redo: list[ev.AgentEvent] = []
+        # Events whose delivery was interrupted; True once on_event was called for it
+        # (only the channel send is left).
+        self.redo: list[tuple[ev.AgentEvent, bool]] = []
         self.aborted = False
         self.abort_reason: str | None = None
         self.interrupt_requested = False
         self.interrupt_pending = False
         self.last_all_terminate = False  # every result of the last batch set terminate
         self.ended = False
+        self.closing_scope: trio.CancelScope | None = None
         self.result: AgentRunResult | None = None
         self._tool_specs: tuple[ToolSpec, ...] | None = None
 
@@ -190,6 +247,16 @@ class Runner:
 
     def abort(self, reason: str | None = None, grace: float | None = None) -> None:
         if self.ended:
+            # The run is delivering its closing events: what is left goes out within
+            # cleanup_timeout (a stuck consumer cannot keep the run from ending).
+            self.aborted = True
+            closing = self.closing_scope
+            if closing is not None:
+                closing.deadline = min(
+                    closing.deadline, trio.current_time() + self.config.cleanup_timeout
+                )
+            else:
+                self.scope.cancel()
             return
         if not self.aborted:
             self.aborted = True
@@ -225,39 +292,64 @@ class Runner:
 
     # --- events -------------------------------------------------------------------------
 
-    async def _deliver(self, event: ev.AgentEvent) -> None:
-        if self.sink_dead:
-            return
-        if self.send is not None:
-            try:
-                await self.send.send(event)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self.sink_dead = True
-                self.abort("the event consumer closed the channel")
-            return
-        assert self.on_event is not None
-        try:
-            result = self.on_event(event)
-            if result is not None:
-                await result
-        except Exception as exc:
-            raise _SinkFailure(exc) from exc
+    def listen(self, listening: bool) -> None:
+        """Build and deliver events from now on, or stop (the Agent listens while it has
+        subscribers: a run that nobody watches builds no event at all)."""
+        self.has_sink = listening and (self.on_event is not None or self.send is not None)
+        if self.batch is not None:
+            self.batch._has_sink = self.has_sink
 
     async def emit(self, *events: ev.AgentEvent) -> None:
-        """Deliver events in order; what a cancel interrupts goes on the redo list."""
+        """Deliver events in order; what a cancel interrupts goes on the redo list.
+
+        Several tasks may emit at once (the calls of a batch): how far a delivery got is
+        kept in local variables, never on the runner.
+        """
         if not self.has_sink:
             return
+        queue: Sequence[tuple[ev.AgentEvent, bool]] | None = None
         if self.redo:
-            queue = [*self.redo, *events]
+            queue = [*self.redo, *((e, False) for e in events)]
             self.redo = []
-        else:
-            queue = list(events)
-        for i, event in enumerate(queue):
+        on_event = self.on_event
+        send = self.send
+        for i in range(len(queue) if queue is not None else len(events)):
+            if queue is not None:
+                event, called = queue[i]
+            else:
+                event, called = events[i], False
             try:
-                await self._deliver(event)
+                if not called:
+                    called = True
+                    if on_event is not None and not self.sink_dead:
+                        try:
+                            result = on_event(event)
+                            if result is not None:
+                                await result
+                        except Exception as exc:
+                            raise _SinkFailure(exc) from exc
+                if send is not None and not self.send_dead:
+                    try:
+                        await send.send(event)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        self.send_dead = True
+                        self.abort("the event consumer closed the channel")
             except BaseException:
-                self.redo.extend(e for e in queue[i:] if not isinstance(e, _DROPPABLE))
+                if queue is None:
+                    queue = [(e, False) for e in events]
+                self._owe(queue, i)
                 raise
+
+    def _owe(self, queue: Sequence[tuple[ev.AgentEvent, bool]], i: int) -> None:
+        """The delivery of ``queue[i]`` was interrupted: keep what is left for later.
+
+        The interrupted event is kept only if its channel ``send`` is still owed (its
+        ``on_event`` call, made, counts as delivered); update events are not kept.
+        """
+        event = queue[i][0]
+        if self.send is not None and not self.send_dead and not isinstance(event, _DROPPABLE):
+            self.redo.append((event, True))
+        self.redo.extend(e for e in queue[i + 1 :] if not isinstance(e[0], _DROPPABLE))
 
     async def _flush(self) -> None:
         if self.redo:
@@ -353,8 +445,8 @@ class Runner:
         )
         self.pending = []
         events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))
-        if self.has_sink and not self.sink_dead:
-            self.redo.extend(events)
+        if self.has_sink:
+            self.redo.extend((e, False) for e in events)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -373,7 +465,7 @@ class Runner:
             # Finished, aborted through the run's own scope, or stopped by an outer cancel
             # scope / KeyboardInterrupt: those end "aborted" (a no-op if already ended).
             self._close("aborted")
-            await self._deliver_closing()
+            await self._deliver_closing(cancelled=isinstance(failure, trio.Cancelled))
             if failure is not None:
                 raise failure from None
         else:
@@ -386,13 +478,29 @@ class Runner:
             ) from failure
         return self.result
 
-    async def _deliver_closing(self) -> None:
-        """Deliver the closing events; once cancelled, within ``cleanup_timeout`` only."""
+    async def _deliver_closing(self, cancelled: bool = False) -> None:
+        """Deliver the closing events.
+
+        After an abort, within ``cleanup_timeout``; after an outer cancel (``cancelled``),
+        within ``cleanup_timeout`` under a shield — a stuck consumer cannot keep the run
+        from ending, and a consumer that takes events in time gets them all. Otherwise
+        with no bound (the consumer's backpressure), unless a cancel or an abort arrives
+        meanwhile, which bounds what is left the same way.
+        """
+        if not self.redo:
+            return
+        bound = self.config.cleanup_timeout
         try:
             try:
-                await self._flush()
+                with trio.CancelScope(shield=cancelled) as scope:
+                    self.closing_scope = scope
+                    if cancelled or self.aborted:
+                        scope.deadline = trio.current_time() + bound
+                    await self._flush()
+                self.closing_scope = None
             except trio.Cancelled:
-                with trio.move_on_after(self.config.cleanup_timeout, shield=True):
+                self.closing_scope = None
+                with trio.move_on_after(bound, shield=True):
                     await self._flush()
                 raise
         except _SinkFailure as exc:
@@ -578,7 +686,6 @@ class Runner:
         self.acc_start_emitted = False
         self.interrupt_requested = False
         idle = self.config.stream_idle_timeout
-        has_sink = self.has_sink
         with trio.CancelScope() as scope:
             self.stream_scope = scope
             if idle is not None:
@@ -589,7 +696,7 @@ class Runner:
                         if idle is not None:
                             scope.deadline = math.inf
                         show = acc.feed(event)
-                        if has_sink:
+                        if self.has_sink:
                             if not self.acc_start_emitted and acc.started:
                                 self.acc_start_emitted = True
                                 await self.emit(ev.MessageStart(message=acc.empty()))
@@ -616,7 +723,7 @@ class Runner:
         self.acc = None
         self._push(message)
         self.turn_message = message
-        if has_sink:
+        if self.has_sink:
             closing: list[ev.AgentEvent] = []
             if not self.acc_start_emitted:
                 self.acc_start_emitted = True
