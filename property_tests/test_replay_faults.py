@@ -152,7 +152,7 @@ async def test_an_abort_at_any_instant_of_a_faulted_replay_keeps_the_invariants(
     with trio.fail_after(GUARD):
         async with trio.open_nursery() as nursery:
             async with open_agent_loop([PROMPT], CONTEXT, model, config) as run:
-                nursery.start_soon(abort_later, run)
+                nursery.start_soon(abort_later, run)  # noqa: ASYNC111  # cancelled below
                 async for event in run.events:
                     events.append(event)
             nursery.cancel_scope.cancel()
