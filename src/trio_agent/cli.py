@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("trio_agent._cmd_check", "check (and repair) a JSONL transcript"),
     "bench": ("trio_agent._cmd_bench", "run the benchmarks against a bare trio floor"),
     "chat": ("trio_agent._cmd_chat", "chat with a real model that uses the workspace tools"),
+    "fleet": ("trio_agent._cmd_fleet", "run a JSONL file of tasks to completion, resumably"),
 }
 
 
