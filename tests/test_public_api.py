@@ -7,7 +7,13 @@ import types
 
 import pytest
 
-PUBLIC_MODULES = ["trio_agent", "trio_agent.testing", "trio_agent.providers", "trio_agent.tools"]
+PUBLIC_MODULES = [
+    "trio_agent",
+    "trio_agent.testing",
+    "trio_agent.providers",
+    "trio_agent.tools",
+    "trio_agent.fleet",
+]
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)

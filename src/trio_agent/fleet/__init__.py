@@ -33,7 +33,6 @@ from ._worker import Job as Job
 from ._worker import run_task as run_task
 
 __all__ = [
-    "RESUME_KIND",
     "Backend",
     "Factory",
     "FleetError",
@@ -42,6 +41,7 @@ __all__ = [
     "FleetWorker",
     "Job",
     "LocalBackend",
+    "RESUME_KIND",
     "RayBackend",
     "TaskResult",
     "TaskSetup",

@@ -8,11 +8,12 @@ usage as a provider would.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from trio_agent import AssistantMessage, Text, Tool, ToolCall, Usage
+from trio_agent import AssistantMessage, Text, Tool, ToolCall, ToolResultMessage, Usage
 from trio_agent.testing import ScriptedModel
 
 from ._task import FleetTask, TaskSetup
@@ -20,10 +21,11 @@ from ._task import FleetTask, TaskSetup
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-    from trio_agent import ToolContext
+    from trio_agent import ModelRequest, ToolContext
 
 __all__ = ["DEMO_SYSTEM_PROMPT", "demo_factory", "demo_tasks"]
 
+_MAX_REPLIES = 8
 DEMO_SYSTEM_PROMPT = "You answer questions about numbers; look the number up first."
 
 
@@ -56,27 +58,34 @@ def demo_tasks(count: int, *, sleep: float = 0.01) -> Iterator[FleetTask]:
         )
 
 
+def _reply(n: int, sleep: float, request: ModelRequest) -> AssistantMessage:
+    """Answer from the conversation, so a resumed task goes on where it stopped: look
+    the number up (again, under a new call id, when the last lookup was aborted), then
+    answer once a lookup succeeded."""
+    results = [m for m in request.messages if type(m) is ToolResultMessage]
+    if results and not results[-1].is_error:
+        return AssistantMessage(
+            content=(Text(text=f"{n} squared is {n * n}."),),
+            stop_reason="stop",
+            usage=Usage(input_tokens=70, output_tokens=9, cache_read_tokens=40),
+            model="scripted",
+        )
+    suffix = f"-{len(results)}" if results else ""
+    return AssistantMessage(
+        content=(
+            Text(text="Let me look that up."),
+            ToolCall(id=f"call-{n}{suffix}", name="lookup", arguments={"n": n, "sleep": sleep}),
+        ),
+        stop_reason="tool_use",
+        usage=Usage(input_tokens=40, output_tokens=12),
+        model="scripted",
+    )
+
+
 def demo_factory(task: FleetTask) -> TaskSetup:
-    """A scripted model for a demo task: one ``lookup`` call, then the answer."""
+    """A scripted model for a demo task: a ``lookup`` call, then the answer."""
     n = int(task.metadata.get("n", 0))
     sleep = float(task.metadata.get("sleep", 0.0))
-    model = ScriptedModel(
-        [
-            AssistantMessage(
-                content=(
-                    Text(text="Let me look that up."),
-                    ToolCall(id=f"call-{n}", name="lookup", arguments={"n": n, "sleep": sleep}),
-                ),
-                stop_reason="tool_use",
-                usage=Usage(input_tokens=40, output_tokens=12),
-                model="scripted",
-            ),
-            AssistantMessage(
-                content=(Text(text=f"{n} squared is {n * n}."),),
-                stop_reason="stop",
-                usage=Usage(input_tokens=70, output_tokens=9, cache_read_tokens=40),
-                model="scripted",
-            ),
-        ]
-    )
+    respond = partial(_reply, n, sleep)
+    model = ScriptedModel([respond] * _MAX_REPLIES)
     return TaskSetup(model=model, tools=(LOOKUP,), system_prompt=DEMO_SYSTEM_PROMPT)

@@ -160,6 +160,8 @@ class RayBackend:
         max_attempts: a task whose actor died under it this many times is recorded
             ``failed``.
         init_options: more keyword arguments for ``ray.init``.
+        name_prefix: when set, actors are named ``f"{name_prefix}{k}"`` (k = 0, 1, ...
+            in start order, replacements included), so that ``ray.get_actor`` finds them.
 
     The factory must be picklable (a module-level function, or ``"module:function"``
     importable on the workers), and ``out`` reachable from every node (shared storage)
@@ -174,6 +176,7 @@ class RayBackend:
     max_restarts: int = attrs.field(default=4, validator=attrs.validators.ge(0))
     max_attempts: int = attrs.field(default=3, validator=attrs.validators.ge(1))
     init_options: Mapping[str, Any] = attrs.field(factory=dict)
+    name_prefix: str | None = None
 
     async def run(self, tasks: Iterator[FleetTask], job: Job, recorder: Recorder) -> None:
         """Run every task on the cluster; see the class docstring. Cancelling kills the
@@ -198,9 +201,10 @@ class RayBackend:
         chunk = self.chunk_size or max(1, self.runs_per_actor // 2)
         in_flight_chunks = max(2, -(-2 * self.runs_per_actor // chunk))
         remote_cls: Any = ray.remote(FleetWorker)
-        remote_cls = remote_cls.options(
-            num_cpus=self.num_cpus, max_concurrency=in_flight_chunks + 2
-        )
+        base: dict[str, Any] = {
+            "num_cpus": self.num_cpus,
+            "max_concurrency": in_flight_chunks + 2,
+        }
         queue = _Queue(tasks, chunk)
         attempts: dict[str, int] = {}
         spawned: list[Any] = []
@@ -215,7 +219,10 @@ class RayBackend:
             )
 
         async def start_actor() -> Any:
-            actor = remote_cls.remote(job, self.runs_per_actor)
+            options = dict(base)
+            if self.name_prefix is not None:
+                options["name"] = f"{self.name_prefix}{len(spawned)}"
+            actor = remote_cls.options(**options).remote(job, self.runs_per_actor)
             spawned.append(actor)
             try:
                 await get(actor.ready.remote())

@@ -38,8 +38,10 @@ from trio_agent import (
     Context,
     CustomMessage,
     JsonlTranscript,
+    LoadedTranscript,
     LoopConfig,
     Message,
+    TranscriptFormatError,
     UserMessage,
     load_transcript,
     repair,
@@ -102,6 +104,25 @@ class Job:
     fsync: FsyncMode = "turn"
 
 
+_UNBEGUN = LoadedTranscript(messages=())
+
+
+def _load(path: Path) -> LoadedTranscript | None:
+    """The transcript at ``path``; None when there is none; ``_UNBEGUN`` when the file
+    has not even a whole first line (a crash right after creating it: no message can
+    be in it, since messages come after the header line)."""
+    try:
+        return load_transcript(path)
+    except FileNotFoundError:
+        return None
+    except TranscriptFormatError:
+        with path.open("rb") as f:
+            head = f.read(4096)
+        if b"\n" not in head and len(head) < 4096:
+            return _UNBEGUN
+        raise
+
+
 async def _setup(factory: Factory, task: FleetTask) -> TaskSetup:
     made = factory(task)
     if inspect.isawaitable(made):
@@ -147,14 +168,12 @@ async def run_task(task: FleetTask, factory: Factory, job: Job) -> TaskResult:
     history: tuple[Message, ...] = ()
     torn = existed = False
     try:
-        try:
-            loaded = await trio.to_thread.run_sync(load_transcript, path)
-        except FileNotFoundError:
-            pass
-        else:
-            history = loaded.messages
-            torn = not loaded.whole
+        loaded = await trio.to_thread.run_sync(_load, path)
+        if loaded is not None:
             existed = True
+            if loaded is not _UNBEGUN:
+                history = loaded.messages
+                torn = not loaded.whole
         setup = await _setup(factory, task)
         config = setup.config or LoopConfig()
         if len(history) <= own:
