@@ -34,7 +34,6 @@ from trio_agent import (
     write_transcript,
 )
 from trio_agent.fleet import (
-    RESUME_KIND,
     FleetTask,
     TaskSetup,
     demo_factory,
@@ -43,6 +42,7 @@ from trio_agent.fleet import (
     run_fleet,
 )
 from trio_agent.fleet._task import transcript_relpath
+from trio_agent.fleet._worker import RESUME_KIND
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:

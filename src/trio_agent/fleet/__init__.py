@@ -28,7 +28,6 @@ from ._task import TaskResult as TaskResult
 from ._task import TaskSetup as TaskSetup
 from ._task import load_tasks as load_tasks
 from ._task import task_from_json as task_from_json
-from ._worker import RESUME_KIND as RESUME_KIND
 from ._worker import Job as Job
 from ._worker import run_task as run_task
 
@@ -41,7 +40,6 @@ __all__ = [
     "FleetWorker",
     "Job",
     "LocalBackend",
-    "RESUME_KIND",
     "RayBackend",
     "TaskResult",
     "TaskSetup",

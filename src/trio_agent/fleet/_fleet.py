@@ -23,7 +23,7 @@ from trio_agent import Usage
 
 from ._progress import Counters, show_progress
 from ._results import ResultsLog
-from ._task import Factory, FleetTask, TaskResult, load_tasks, task_from_json
+from ._task import Factory, FleetTask, TaskResult, load_tasks, task_from_json, transcript_relpath
 from ._worker import FsyncMode, Job, resolve_factory, run_task
 
 if TYPE_CHECKING:
@@ -39,6 +39,10 @@ class Recorder(Protocol):
     """How a backend reports to the driver."""
 
     counters: Counters
+
+    def may_exist(self, task: FleetTask) -> bool:
+        """False when the task's transcript did not exist when the fleet started."""
+        ...
 
     async def record(self, result: TaskResult) -> None: ...
 
@@ -68,7 +72,7 @@ class LocalBackend:
             try:
                 counters.running += 1
                 try:
-                    result = await run_task(task, factory, job)
+                    result = await run_task(task, factory, job, may_exist=recorder.may_exist(task))
                 finally:
                     counters.running -= 1
                 await recorder.record(result)
@@ -129,12 +133,16 @@ def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 class _Driver:
-    def __init__(self, log: ResultsLog, counters: Counters) -> None:
+    def __init__(self, log: ResultsLog, counters: Counters, transcripts: set[str]) -> None:
         self.log = log
+        self.transcripts = transcripts
         self.counters = counters
         self.usage = [0, 0, 0, 0]
         self.seen: set[str] = set()
         self.on_result: Callable[[TaskResult], Any] | None = None
+
+    def may_exist(self, task: FleetTask) -> bool:
+        return transcript_relpath(task.id).removeprefix("transcripts/") in self.transcripts
 
     async def record(self, result: TaskResult) -> None:
         if result.id in self.log.done:
@@ -229,14 +237,15 @@ async def run_fleet(
     if isinstance(backend, LocalBackend):
         resolve_factory(factory)  # a bad factory string fails before anything runs
 
-    def prepare() -> ResultsLog:
-        (out_dir / "transcripts").mkdir(parents=True, exist_ok=True)
-        return ResultsLog.open_sync(out_dir / RESULTS_FILE)
+    def prepare() -> tuple[ResultsLog, set[str]]:
+        folder = out_dir / "transcripts"
+        folder.mkdir(parents=True, exist_ok=True)
+        return ResultsLog.open_sync(out_dir / RESULTS_FILE), set(os.listdir(folder))
 
-    log = await trio.to_thread.run_sync(prepare)
+    log, transcripts = await trio.to_thread.run_sync(prepare)
     with log:
         counters = Counters()
-        driver = _Driver(log, counters)
+        driver = _Driver(log, counters, transcripts)
         driver.on_result = on_result
         stream = progress_stream if progress_stream is not None else sys.stderr
         if progress is None:

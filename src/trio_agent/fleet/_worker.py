@@ -153,7 +153,9 @@ def _result(
     )
 
 
-async def run_task(task: FleetTask, factory: Factory, job: Job) -> TaskResult:
+async def run_task(
+    task: FleetTask, factory: Factory, job: Job, *, may_exist: bool = True
+) -> TaskResult:
     """Run ``task`` to its end (fresh or resumed, see the module docstring).
 
     A checkpoint. Never raises for the task's own failures: the factory raising, the run
@@ -161,6 +163,9 @@ async def run_task(task: FleetTask, factory: Factory, job: Job) -> TaskResult:
     reason ``failed`` and the exception in ``error``. If cancelled, the run pairs its
     transcript (aborted results) as ``run_agent_loop`` does, the file is closed, and
     ``Cancelled`` propagates with no result: a later run of the fleet resumes the task.
+
+    ``may_exist=False`` says the caller knows the transcript does not exist yet (the
+    driver listed the folder before handing the task out): one file look-up is saved.
     """
     started = time.perf_counter()
     path = job.out / transcript_relpath(task.id)
@@ -168,7 +173,7 @@ async def run_task(task: FleetTask, factory: Factory, job: Job) -> TaskResult:
     history: tuple[Message, ...] = ()
     torn = existed = False
     try:
-        loaded = await trio.to_thread.run_sync(_load, path)
+        loaded = await trio.to_thread.run_sync(_load, path) if may_exist else None
         if loaded is not None:
             existed = True
             if loaded is not _UNBEGUN:
