@@ -35,6 +35,8 @@ from trio_agent import (
 )
 from trio_agent.fleet import (
     FleetTask,
+    FleetWorker,
+    Job,
     TaskSetup,
     demo_factory,
     demo_tasks,
@@ -436,3 +438,19 @@ def test_fleet_help_lists_exit_codes_and_defaults(capsys: pytest.CaptureFixture[
 def test_importing_the_fleet_does_not_import_ray() -> None:
     code = "import sys, trio_agent.fleet; assert 'ray' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
+
+
+def test_the_ray_worker_body_runs_chunks_without_ray(tmp_path: Path) -> None:
+    worker = FleetWorker(Job(factory="trio_agent.fleet:demo_factory", out=tmp_path), 4)
+    try:
+        assert worker.ready()
+        tasks = list(demo_tasks(10, sleep=0))
+        results = worker.run_chunk(tasks)
+        again = worker.run_chunk(tasks)  # a chunk handed out twice: each run once
+    finally:
+        worker.stop()
+    assert [r.id for r in results] == [t.id for t in tasks]
+    assert all(r.reason == "stop" and r.steps == 2 for r in results)
+    assert all(r.reason == "stop" and r.steps == 2 and not r.resumed for r in again)
+    for r in results:
+        check_transcript(load_transcript(tmp_path / r.transcript).messages)

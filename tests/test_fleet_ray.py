@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from fleetkit import assert_fleet_complete
-from trio_agent.fleet import RayBackend, TaskResult, demo_factory, demo_tasks, run_fleet
+from trio_agent.fleet import FleetError, RayBackend, TaskResult, demo_factory, demo_tasks, run_fleet
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -100,4 +100,13 @@ async def test_an_actor_killed_mid_fleet_loses_and_repeats_nothing(
     assert 60 <= killed_at < TASKS
     assert len(recorded) == len(set(recorded)) == TASKS
     assert_fleet_complete(tmp_path, [t.id for t in demo_tasks(TASKS)])
+    await _assert_cpus_released()
+
+
+async def test_an_actor_that_cannot_start_is_a_clear_error(cluster: None, tmp_path: Path) -> None:
+    backend = RayBackend(address=None, actors=1, runs_per_actor=2)
+    with trio.fail_after(120), pytest.raises(FleetError, match="could not start"):
+        await run_fleet(
+            demo_tasks(3), "trio_agent.fleet:no_such_factory", out=tmp_path, backend=backend
+        )
     await _assert_cpus_released()
