@@ -82,15 +82,20 @@ def child_floor(tasks: int, concurrency: int) -> dict[str, Any]:
         limiter = trio.CapacityLimiter(concurrency)
         done = [0]
 
-        async def one() -> None:
-            async with limiter:
+        async def one(token: object) -> None:
+            try:
                 transcript = await floor_loop(replies, tools)
+            finally:
+                limiter.release_on_behalf_of(token)
             assert len(transcript) == 4
             done[0] += 1
 
+        # As the fleet does: a task is started only once a slot is free.
         async with trio.open_nursery() as nursery:
             for _ in range(tasks):
-                nursery.start_soon(one)
+                token = object()
+                await limiter.acquire_on_behalf_of(token)
+                nursery.start_soon(one, token)
         assert done[0] == tasks
 
     return _measure(main)

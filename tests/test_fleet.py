@@ -454,3 +454,14 @@ def test_the_ray_worker_body_runs_chunks_without_ray(tmp_path: Path) -> None:
     assert all(r.reason == "stop" and r.steps == 2 and not r.resumed for r in again)
     for r in results:
         check_transcript(load_transcript(tmp_path / r.transcript).messages)
+
+
+def test_the_fleet_benchmark_runs_at_a_small_size() -> None:
+    from benchmarks import bench_fleet
+
+    for measured in (
+        bench_fleet.child_floor(20, 10),
+        bench_fleet.child_fleet(20, 10, "never", 0),
+    ):
+        assert measured["wall"] > 0
+        assert measured["rss_growth"] >= 0
