@@ -110,3 +110,12 @@ async def test_an_actor_that_cannot_start_is_a_clear_error(cluster: None, tmp_pa
             demo_tasks(3), "trio_agent.fleet:no_such_factory", out=tmp_path, backend=backend
         )
     await _assert_cpus_released()
+
+
+def test_the_command_line_on_ray(cluster: None, tmp_path: Path) -> None:
+    from trio_agent import cli
+
+    # Ray is already initialized here: the backend uses that connection.
+    argv = ["fleet", "--demo", "--demo-tasks", "40", "--demo-sleep", "0", "--out", str(tmp_path)]
+    assert cli.main([*argv, "--ray", "auto", "--actors", "2", "--concurrency", "4"]) == 0
+    assert_fleet_complete(tmp_path, [t.id for t in demo_tasks(40)])

@@ -155,7 +155,9 @@ class RayBackend:
         actors: how many actors (one trio loop each).
         runs_per_actor: runs at once per actor.
         num_cpus: CPUs each actor holds for its life (fractions allowed).
-        chunk_size: tasks per call to an actor (default ``runs_per_actor // 2``).
+        chunk_size: tasks per call to an actor (default ``runs_per_actor // 4``). A
+            call returns when its whole chunk is done: smaller chunks record results
+            sooner when run times vary, larger ones make fewer calls.
         max_restarts: dead actors replaced in one fleet.
         max_attempts: a task whose actor died under it this many times is recorded
             ``failed``.
@@ -198,7 +200,7 @@ class RayBackend:
                 lambda: ray.init(address=self.address, **self.init_options)
             )
             own_connection = True
-        chunk = self.chunk_size or max(1, self.runs_per_actor // 2)
+        chunk = self.chunk_size or max(1, self.runs_per_actor // 4)
         in_flight_chunks = max(2, -(-2 * self.runs_per_actor // chunk))
         remote_cls: Any = ray.remote(FleetWorker)
         base: dict[str, Any] = {
