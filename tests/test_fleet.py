@@ -168,6 +168,60 @@ def test_sigkill_mid_fleet_then_rerun(tmp_path: Path) -> None:
             assert RESUME_KIND in kinds
 
 
+def test_ctrl_c_exits_130_with_paired_transcripts_and_the_rerun_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "fleet"
+    cmd = [
+        sys.executable,
+        "-m",
+        "trio_agent.cli",
+        "fleet",
+        "--demo",
+        "--demo-tasks",
+        "300",
+        "--demo-sleep",
+        "0.3",
+        "--concurrency",
+        "40",
+        "--fsync",
+        "never",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
+    log = tmp_path / "child.log"
+    with log.open("wb") as err:
+        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 120
+        results = out / "results.jsonl"
+        while not (results.exists() and results.read_bytes().count(b"\n") >= 40):
+            assert child.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the fleet made no progress"
+            time.sleep(0.01)
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 130, log.read_text()
+    assert "interrupted" in log.read_text()
+    recorded = result_lines(out)
+    assert 40 <= len(recorded) < 300
+    for path in (out / "transcripts").iterdir():
+        if path.stat().st_size:
+            # Cancelled runs paired their transcripts on the way out: no repair needed.
+            check_transcript(load_transcript(path).messages)
+
+    summary = trio.run(
+        lambda: run_fleet(demo_tasks(300, sleep=0), demo_factory, out=out, fsync=False)
+    )
+    assert summary.skipped == len(recorded)
+    assert summary.resumed >= 1
+    lines = assert_fleet_complete(out, [t.id for t in demo_tasks(300)])
+    assert lines[: len(recorded)] == recorded
+
+
 async def test_cancelled_fleet_resumes_with_paired_transcripts(tmp_path: Path) -> None:
     in_tool = 0
     all_in_tool = trio.Event()

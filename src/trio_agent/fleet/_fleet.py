@@ -148,7 +148,7 @@ class _Driver:
         if result.id in self.log.done:
             return  # already recorded (a backend handed it back twice): never a second line
         await self.log.record(result)
-        self.log.done[result.id] = result
+        self.log.done.add(result.id)
         self.counters.finished(result)
         u = result.usage
         self.usage[0] += u.input_tokens

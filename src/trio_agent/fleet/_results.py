@@ -23,11 +23,11 @@ if TYPE_CHECKING:
 __all__ = ["ResultsLog"]
 
 
-def _read(fd: int, where: str) -> tuple[dict[str, TaskResult], int]:
-    """The results in the file, and the size to append at (a torn tail cut off)."""
+def _read(fd: int, where: str) -> tuple[set[str], int]:
+    """The ids of the results in the file, and the size to append at (a torn tail cut off)."""
     size = os.fstat(fd).st_size
     data = os.pread(fd, size, 0) if size else b""
-    results: dict[str, TaskResult] = {}
+    results: set[str] = set()
     lines = data.split(b"\n")
     tail = lines.pop()  # b"" when the file ends with a newline, else an unfinished line
     keep = size - len(tail)
@@ -43,18 +43,18 @@ def _read(fd: int, where: str) -> tuple[dict[str, TaskResult], int]:
                 f"{where}:{number}: not a result line ({type(exc).__name__}: {exc}); "
                 "fix or remove that line to go on"
             ) from None
-        results[result.id] = result
+        results.add(result.id)
     return results, keep
 
 
 class ResultsLog:
     """The results file of a fleet, opened for appending. Use :meth:`open`."""
 
-    def __init__(self, path: Path, fd: int, done: dict[str, TaskResult]) -> None:
+    def __init__(self, path: Path, fd: int, done: set[str]) -> None:
         self.path = path
         self._fd: int | None = fd
         self.done = done
-        """Results already in the file when it was opened, by task id."""
+        """The ids of the tasks recorded in the file (read when opened, then added to)."""
         self._pending: list[bytes] = []
         self._lock = trio.Lock()
 
