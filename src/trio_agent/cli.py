@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "trio_agent._cmd_replay",
         "re-run a recorded chat offline, report divergence",
     ),
+    "fleet": ("trio_agent._cmd_fleet", "run a JSONL file of tasks to completion, resumably"),
 }
 
 

@@ -1,0 +1,162 @@
+"""``trio-agent fleet``: run a JSONL file of tasks to completion, locally or on Ray.
+
+Each task gets a transcript under ``OUT/transcripts/`` and a line in
+``OUT/results.jsonl``; running the same command again skips finished tasks and resumes
+interrupted ones. ``--demo`` runs 1,000 scripted tasks offline (no key, no network).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from functools import partial
+from typing import Any, Literal
+
+import trio
+
+__all__ = ["add_arguments", "run"]
+
+DEFAULT_CONCURRENCY = 64
+DEFAULT_ACTORS = 2
+DEFAULT_DEMO_TASKS = 1_000
+DEFAULT_DEMO_SLEEP = 0.01
+FSYNC_MODES: dict[str, bool | Literal["turn"]] = {"turn": "turn", "always": True, "never": False}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Run every task of a JSONL file (one {id, prompt, messages, metadata} object per "
+        "line) to its end: one JSONL transcript per task under OUT/transcripts/ and one "
+        "line per task in OUT/results.jsonl. Run the same command again to resume: "
+        "finished tasks are skipped, interrupted ones continue from their transcripts."
+    )
+    parser.epilog = (
+        "The factory is a function taking a trio_agent.fleet.FleetTask and returning a "
+        "trio_agent.fleet.TaskSetup (model, tools, system prompt, config); it is imported "
+        "and called on the worker that runs the task. Exit codes: 0 every task finished "
+        "without error, 1 some task failed or ended on a model error (see results.jsonl), "
+        "or the fleet could not go on, 2 bad usage (unreadable tasks, a bad factory), "
+        "130 interrupted by Ctrl-C (rerun the command to resume)."
+    )
+    parser.add_argument("tasks", metavar="TASKS.jsonl", nargs="?", help="the tasks file")
+    parser.add_argument(
+        "--factory", metavar="MODULE:FUNCTION", help="builds each task's model and tools"
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="output folder (--demo default: a new temporary folder)"
+    )
+    parser.add_argument(
+        "--concurrency",
+        metavar="K",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"runs at once, locally; with --ray, per actor (default {DEFAULT_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run on the Ray cluster at ADDRESS ('auto': the local `ray start` one; "
+        "needs pip install 'trio-agent[ray]')",
+    )
+    parser.add_argument(
+        "--actors",
+        metavar="N",
+        type=int,
+        default=DEFAULT_ACTORS,
+        help=f"Ray actors, one trio loop each (default {DEFAULT_ACTORS})",
+    )
+    parser.add_argument(
+        "--fsync",
+        choices=sorted(FSYNC_MODES),
+        default="turn",
+        help="when transcripts are fsynced: at each turn's end (default), after every "
+        "message, or never (survives a process crash, not a machine crash)",
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help=f"run {DEFAULT_DEMO_TASKS:,} scripted tasks offline instead of a tasks file",
+    )
+    parser.add_argument(
+        "--demo-tasks",
+        metavar="N",
+        type=int,
+        default=DEFAULT_DEMO_TASKS,
+        help=f"how many demo tasks (default {DEFAULT_DEMO_TASKS:,})",
+    )
+    parser.add_argument(
+        "--demo-sleep",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_DEMO_SLEEP,
+        help=f"how long each demo task's tool sleeps (default {DEFAULT_DEMO_SLEEP})",
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the progress line (default: when stderr is a terminal)",
+    )
+
+
+def _usage(message: str) -> int:
+    print(f"trio-agent fleet: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from .fleet import FleetError, RayBackend, demo_factory, demo_tasks, load_tasks, run_fleet
+    from .fleet._worker import resolve_factory
+
+    if args.concurrency < 1 or args.actors < 1:
+        return _usage("--concurrency and --actors must be at least 1")
+    tasks: Any
+    if args.demo:
+        if args.tasks or args.factory:
+            return _usage("--demo runs its own tasks: give no TASKS.jsonl and no --factory")
+        if args.demo_tasks < 1 or args.demo_sleep < 0:
+            return _usage("--demo-tasks must be at least 1 and --demo-sleep not negative")
+        tasks = demo_tasks(args.demo_tasks, sleep=args.demo_sleep)
+        factory: Any = demo_factory
+        out = args.out or tempfile.mkdtemp(prefix="trio-agent-fleet-demo-")
+    else:
+        if not args.tasks or not args.factory or not args.out:
+            return _usage("give TASKS.jsonl, --factory MODULE:FUNCTION and --out DIR (or --demo)")
+        try:
+            tasks = load_tasks(args.tasks)
+        except (OSError, ValueError) as exc:
+            return _usage(f"cannot read the tasks: {exc}")
+        factory = args.factory
+        try:
+            resolve_factory(factory)
+        except (ImportError, ValueError) as exc:
+            return _usage(f"bad --factory: {exc}")
+        out = args.out
+    backend = None
+    if args.ray is not None:
+        backend = RayBackend(address=args.ray, actors=args.actors, runs_per_actor=args.concurrency)
+    fleet = partial(
+        run_fleet,
+        tasks,
+        factory,
+        out=out,
+        concurrency=args.concurrency,
+        backend=backend,
+        fsync=FSYNC_MODES[args.fsync],
+        progress=args.progress,
+    )
+    try:
+        summary = trio.run(fleet)
+    except (FleetError, OSError, ImportError) as exc:
+        print(f"trio-agent fleet: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        return _usage(str(exc))
+    print(
+        f"{summary.total:,} tasks: {summary.done:,} done now ({summary.failed:,} failed, "
+        f"{summary.resumed:,} resumed), {summary.skipped:,} done before; "
+        f"{summary.usage.total:,} tokens; {summary.wall_time:.1f} s"
+    )
+    print(f"results: {summary.results_path}")
+    return 1 if summary.failed else 0

@@ -1,0 +1,119 @@
+"""``results.jsonl``: one line per finished task, appended by the driver alone.
+
+Each line is written whole with one ``write`` to a file opened for appending, and the
+file is fsynced before the tasks it records count as done (lines that finish together
+share one write and one fsync: a group commit). A crash can leave one torn last line: it
+is ignored when the file is read, and cut off when it is opened again, so the task it was
+about is simply run (or rebuilt from its transcript) again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._task import TaskResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["ResultsLog"]
+
+
+def _read(fd: int, where: str) -> tuple[set[str], int]:
+    """The ids of the results in the file, and the size to append at (a torn tail cut off)."""
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0) if size else b""
+    results: set[str] = set()
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline, else an unfinished line
+    keep = size - len(tail)
+    for number, raw in enumerate(lines, start=1):
+        try:
+            result = TaskResult.from_json(json.loads(raw))
+        except (ValueError, KeyError, TypeError) as exc:
+            if number == len(lines) and not tail:
+                # The last line, whole but unreadable: a crash tore it. Drop it.
+                keep -= len(raw) + 1
+                break
+            raise ValueError(
+                f"{where}:{number}: not a result line ({type(exc).__name__}: {exc}); "
+                "fix or remove that line to go on"
+            ) from None
+        results.add(result.id)
+    return results, keep
+
+
+class ResultsLog:
+    """The results file of a fleet, opened for appending. Use :meth:`open`."""
+
+    def __init__(self, path: Path, fd: int, done: set[str]) -> None:
+        self.path = path
+        self._fd: int | None = fd
+        self.done = done
+        """The ids of the tasks recorded in the file (read when opened, then added to)."""
+        self._pending: list[bytes] = []
+        self._lock = trio.Lock()
+
+    @classmethod
+    def open_sync(cls, path: Path) -> ResultsLog:
+        """Open (or create) ``path`` and read what it holds. Blocks (file I/O).
+
+        Raises:
+            ValueError: a line other than the last is not a result line.
+            OSError: the file cannot be opened.
+        """
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            done, keep = _read(fd, os.fspath(path))
+            if keep < os.fstat(fd).st_size:
+                os.ftruncate(fd, keep)
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, done)
+
+    async def record(self, result: TaskResult) -> None:
+        """Append ``result``'s line and fsync; returns once the line is on disk.
+
+        A checkpoint. Lines recorded while a write is in progress go out together in the
+        next write. The write itself is shielded from cancellation (it is short), so a
+        result handed over is never half-recorded by a Ctrl-C.
+
+        Raises:
+            OSError: the write failed (the fleet stops; what was written stays).
+        """
+        self._pending.append(
+            json.dumps(result.to_json(), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        )
+        with trio.CancelScope(shield=True):
+            async with self._lock:
+                if not self._pending:
+                    return  # an earlier holder of the lock wrote our line
+                batch, self._pending = b"".join(self._pending), []
+                await trio.to_thread.run_sync(self._write, batch)
+
+    def _write(self, data: bytes) -> None:
+        fd = self._fd
+        if fd is None:
+            raise trio.ClosedResourceError("the results file is closed")
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __enter__(self) -> ResultsLog:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

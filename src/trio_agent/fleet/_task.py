@@ -1,0 +1,269 @@
+"""What a fleet runs and what it records: tasks, task set-ups and results.
+
+A task line in a JSONL file (one JSON object per line)::
+
+    {"id": "q-17", "prompt": "What is 2 + 2?", "messages": [...], "metadata": {...}}
+
+``id`` (a string, or an integer taken as its decimal text) is required and unique;
+``prompt`` is the user's text, appended to ``messages`` (earlier messages of the
+conversation, in the format :func:`trio_agent.dumps` writes) — at least one of the two is
+needed; ``metadata`` is any JSON object, handed to the factory untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Final, TypeAlias
+
+import attrs
+
+from trio_agent import (
+    AssistantMessage,
+    LoopConfig,
+    Message,
+    Model,
+    Tool,
+    TranscriptFormatError,
+    TrioAgentError,
+    Usage,
+    loads,
+)
+
+__all__ = [
+    "Factory",
+    "FleetError",
+    "FleetTask",
+    "TaskResult",
+    "TaskSetup",
+    "load_tasks",
+    "sum_usage",
+    "task_from_json",
+    "transcript_relpath",
+]
+
+FAILED: Final = "failed"
+"""The reason of a task whose set-up or run raised (``error`` says what)."""
+
+
+class FleetError(TrioAgentError):
+    """A fleet could not go on (every Ray worker died, say). What it recorded stays, and
+    running the fleet again resumes the rest."""
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+
+
+def _check_id(instance: Any, attribute: Any, value: Any) -> None:
+    if type(value) is not str or not value:
+        raise ValueError(f"a task id must be a non-empty string, got {value!r}")
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    return value if type(value) is tuple else tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class FleetTask:
+    """One task of a fleet: an id, and the input of its run.
+
+    Attributes:
+        id: unique within the fleet; names the transcript and the line in
+            ``results.jsonl``.
+        prompt: the user's text, appended to ``messages`` as a ``UserMessage``; ``None``
+            continues from ``messages`` (which must then end in a user message).
+        messages: the conversation before the prompt (written first to the transcript).
+        metadata: anything the factory needs (JSON values when read from a file).
+    """
+
+    id: str = attrs.field(validator=_check_id)
+    prompt: str | None = None
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
+    metadata: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        if self.prompt is None and not self.messages:
+            raise ValueError(f"task {self.id!r} has neither a prompt nor messages")
+
+
+@attrs.frozen(kw_only=True)
+class TaskSetup:
+    """What the factory builds for one task, on the worker that runs it.
+
+    Attributes:
+        model: streams the replies.
+        tools: the tools of the run.
+        system_prompt: the run's system prompt.
+        config: hooks and limits; ``max_steps`` counts across resumptions (a task
+            resumed after 3 steps gets ``max_steps - 3`` more).
+    """
+
+    model: Model
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tuple)
+    system_prompt: str = ""
+    config: LoopConfig | None = None
+
+
+Factory: TypeAlias = Callable[[FleetTask], "TaskSetup | Awaitable[TaskSetup]"]
+"""Builds a task's model, tools and config; plain or async. Called on the worker."""
+
+
+@attrs.frozen(kw_only=True)
+class TaskResult:
+    """One line of ``results.jsonl``: how a task ended.
+
+    Attributes:
+        id: the task's id.
+        reason: how its run ended (``stop``, ``error``, ``max_steps``... as
+            ``AgentRunResult.reason``), or ``failed`` when the factory or the run raised.
+        steps: model requests made, over every resumption.
+        usage: tokens of every reply of the run, over every resumption.
+        wall_time: seconds of the last attempt (set-up included).
+        error: the model's error message (reason ``error``) or the exception
+            (``failed``), else None.
+        transcript: the JSONL transcript's path, relative to the output folder.
+        resumed: True when the run continued an interrupted transcript.
+    """
+
+    id: str
+    reason: str
+    steps: int
+    usage: Usage
+    wall_time: float
+    error: str | None
+    transcript: str
+    resumed: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """True when the run raised or ended on a model error."""
+        return self.reason in (FAILED, "error")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "reason": self.reason,
+            "steps": self.steps,
+            "usage": attrs.asdict(self.usage),
+            "wall_time": round(self.wall_time, 6),
+            "error": self.error,
+            "transcript": self.transcript,
+            "resumed": self.resumed,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TaskResult:
+        return cls(
+            id=data["id"],
+            reason=data["reason"],
+            steps=data["steps"],
+            usage=Usage(**data["usage"]),
+            wall_time=data["wall_time"],
+            error=data["error"],
+            transcript=data["transcript"],
+            resumed=data.get("resumed", False),
+        )
+
+
+def sum_usage(messages: Any) -> Usage:
+    """The token counts of every assistant message in ``messages``, added up."""
+    i = o = cr = cw = 0
+    for m in messages:
+        if type(m) is AssistantMessage:
+            u = m.usage
+            i += u.input_tokens
+            o += u.output_tokens
+            cr += u.cache_read_tokens
+            cw += u.cache_write_tokens
+    return Usage(input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw)
+
+
+def transcript_relpath(task_id: str) -> str:
+    """Where a task's transcript goes, relative to the output folder.
+
+    Ids made of letters, digits, ``.``, ``_`` and ``-`` (up to 100, not starting with a
+    dot) are used as they are; any other id becomes a cleaned-up prefix plus a hash of the
+    id, so that two ids never share a file.
+    """
+    if _SAFE_ID.fullmatch(task_id):
+        name = task_id
+    else:
+        digest = hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("._")[:60]
+        name = f"{stem}-{digest}" if stem else digest
+    return f"transcripts/{name}.jsonl"
+
+
+def task_from_json(data: Any, *, where: str = "task") -> FleetTask:
+    """A :class:`FleetTask` from a JSON object (see the module docstring for the fields).
+
+    Raises:
+        ValueError: not an object, no usable id, an unknown field, a field of the wrong
+            type, or messages that do not read as messages; the message names ``where``.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: a task is a JSON object, got {type(data).__name__}")
+    unknown = set(data) - {"id", "prompt", "messages", "metadata"}
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown field(s) {sorted(unknown)} (a task has id, prompt, "
+            "messages, metadata)"
+        )
+    task_id = data.get("id")
+    if type(task_id) is int:
+        task_id = str(task_id)
+    if type(task_id) is not str or not task_id:
+        raise ValueError(f"{where}: 'id' must be a non-empty string or an integer")
+    prompt = data.get("prompt")
+    if prompt is not None and type(prompt) is not str:
+        raise ValueError(f"{where}: 'prompt' must be a string")
+    raw_messages = data.get("messages", [])
+    if not isinstance(raw_messages, list):
+        raise ValueError(f"{where}: 'messages' must be a list of messages")
+    try:
+        messages = loads(json.dumps(raw_messages)) if raw_messages else ()
+    except TranscriptFormatError as exc:
+        raise ValueError(f"{where}: 'messages' {exc}") from None
+    metadata = data.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise ValueError(f"{where}: 'metadata' must be a JSON object")
+    try:
+        return FleetTask(id=task_id, prompt=prompt, messages=messages, metadata=metadata)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def load_tasks(path: str | os.PathLike[str]) -> list[FleetTask]:
+    """Read a JSONL file of tasks (one JSON object per line; blank lines skipped).
+
+    Blocks (file I/O): inside trio, call it through ``trio.to_thread.run_sync``.
+
+    Raises:
+        ValueError: a line that is not a task, or an id seen twice; the message names the
+            file and line.
+        OSError: the file cannot be read.
+    """
+    where = os.fspath(path)
+    tasks: list[FleetTask] = []
+    seen: dict[str, int] = {}
+    with Path(path).open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            at = f"{where}:{number}"
+            try:
+                data = json.loads(raw)
+            except ValueError as exc:
+                raise ValueError(f"{at}: not JSON ({exc})") from None
+            task = task_from_json(data, where=at)
+            if task.id in seen:
+                raise ValueError(
+                    f"{at}: task id {task.id!r} was already used on line {seen[task.id]}"
+                )
+            seen[task.id] = number
+            tasks.append(task)
+    return tasks

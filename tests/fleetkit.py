@@ -1,0 +1,39 @@
+"""Checks shared by the fleet tests: results.jsonl and transcripts, complete and paired."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from trio_agent import AssistantMessage, check_transcript, load_transcript
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def result_lines(out: Path) -> list[dict[str, Any]]:
+    """Every whole line of results.jsonl."""
+    data = (out / "results.jsonl").read_bytes()
+    return [json.loads(line) for line in data.split(b"\n") if line.strip()]
+
+
+def assert_fleet_complete(out: Path, ids: list[str]) -> list[dict[str, Any]]:
+    """Every task exactly once in results.jsonl, ended ``stop`` with a demo answer, its
+    transcript whole and paired; returns the result lines."""
+    lines = result_lines(out)
+    recorded = [line["id"] for line in lines]
+    assert len(recorded) == len(set(recorded)), "a task was recorded twice"
+    assert sorted(recorded) == sorted(ids)
+    for line in lines:
+        assert line["reason"] == "stop", line
+        assert line["error"] is None
+        loaded = load_transcript(out / line["transcript"])
+        assert loaded.whole
+        check_transcript(loaded.messages)
+        last = loaded.messages[-1]
+        assert type(last) is AssistantMessage
+        assert last.text.endswith(" squared is " + str(int(line["id"].split("-")[1]) ** 2) + ".")
+        steps = sum(1 for m in loaded.messages if type(m) is AssistantMessage)
+        assert line["steps"] == steps
+        assert line["usage"]["input_tokens"] > 0
+    return lines
