@@ -18,7 +18,7 @@ import trio
 
 from . import _events as ev
 from ._messages import AssistantMessage, ToolResultMessage, UserMessage
-from ._serde import event_to_json
+from ._serde import _json_text, event_to_json, to_jsonable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -319,13 +319,27 @@ def batch_line(stats: ev.TurnStats) -> str:
 
 
 class JsonView:
-    """Prints each event as one JSON line."""
+    """Prints each event as one JSON line.
+
+    A ``message_update`` line carries only its stream event (``{"type":
+    "message_update", "event": {"type": "text_delta", ...}}``), not the whole partial
+    message again: the message is complete in ``message_end``. Every other event is
+    written as :func:`~trio_agent.dumps` would write it.
+    """
 
     def __init__(self, out: Output) -> None:
         self.out = out
 
     def show(self, event: ev.AgentEvent) -> None:
-        self.out.line(event_to_json(event))
+        if type(event) is ev.MessageUpdate:
+            inner = to_jsonable(event.event, ev.AssistantEvent)
+            self.out.line(_json_text({"type": event.type, "event": inner}))
+        else:
+            self.out.line(event_to_json(event))
+
+    def transcript(self, path: object) -> None:
+        """The last line: where the transcript was written."""
+        self.out.line(_json_text({"type": "transcript", "path": str(path)}))
 
 
 def wants_color(stream: TextIO) -> bool:
