@@ -165,10 +165,15 @@ class LiveView:
         live: a terminal: animate a spinner line while tools run (otherwise each call
             gets a progress line when it starts).
         color: use ANSI colours.
+        errors: where a model's or a transport's error goes (default: ``out``). An
+            abort is not an error: it is shown on ``out`` as ``aborted``.
     """
 
-    def __init__(self, out: Output, *, live: bool, color: bool) -> None:
+    def __init__(
+        self, out: Output, *, live: bool, color: bool, errors: Output | None = None
+    ) -> None:
         self.out = out
+        self.errors = errors
         self.live = live
         # A stream without an encoding holds str (a StringIO): any character goes.
         encoding = getattr(out.stream, "encoding", None)
@@ -200,7 +205,11 @@ class LiveView:
         self._status_shown = True
 
     def line(self, text: str = "") -> None:
+        """Write a line of its own: a reply still streaming is broken off first."""
         self._clear_status()
+        if self._in_text:
+            self.out.line()
+            self._in_text = False
         self.out.line(text)
         self._draw_status()
 
@@ -254,8 +263,14 @@ class LiveView:
                 if self._in_text:
                     self.out.line()
                     self._in_text = False
-                if m.error_message:
-                    self.line(s.red(f"  model error ({m.stop_reason}): {m.error_message}"))
+                if m.stop_reason == "aborted":
+                    self.line(s.dim("  (reply aborted)"))
+                elif m.error_message:
+                    text = f"model error ({m.stop_reason}): {m.error_message}"
+                    if self.errors is None:
+                        self.line(s.red(f"  {text}"))
+                    else:
+                        self.errors.line(text)
             elif type(m) is UserMessage:
                 text = "".join(getattr(b, "text", "") for b in m.content)
                 self.line()
