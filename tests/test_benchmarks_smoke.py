@@ -10,11 +10,11 @@ import json
 from typing import TYPE_CHECKING
 
 import pytest
-from benchmarks import suite
-from benchmarks._harness import Progress, Row, measure_case, rss_in_subprocess, tables
-from benchmarks._peers import PEERS, missing_peers, peers_for
 
 from trio_agent import _cmd_bench, cli
+from trio_agent._bench import suite
+from trio_agent._bench._harness import Progress, Row, measure_case, rss_in_subprocess, tables
+from trio_agent._bench._peers import PEERS, missing_peers, peers_for
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -127,7 +127,7 @@ def test_unwritable_json_is_an_error_not_a_traceback(
 
 
 def test_transcript_benchmark_rows() -> None:
-    from benchmarks import bench_transcript
+    from trio_agent._bench import bench_transcript
 
     rows = bench_transcript.run(repeats=1)
     assert [r["case"] for r in rows] == ["load_transcript", "write_messages", "sink, fsync=False"]
