@@ -51,7 +51,7 @@ def test_peak_rss_in_a_subprocess() -> None:
 def test_validation_workload_through_the_suite() -> None:
     report = suite.run_suite(only=["W5"], quick=True, peers=False)
     if any("bench_validation" in s for s in report.skipped):
-        pytest.skip("benchmarks/bench_validation.py is not there")
+        pytest.skip("trio_agent/_bench/bench_validation.py is not there")
     assert report.rows
     for row in report.rows:
         assert row.workload == "W5"

@@ -47,8 +47,8 @@ WORKLOADS = {
     "W2": "wide batch: one turn of N calls sleeping 10 ms",
     "W3": "many runs: R runs at once, one 10 ms call each",
     "W4": "streaming: one reply of N text deltas",
-    "W5": "argument validation (benchmarks/bench_validation.py)",
-    "transcript": "transcripts on disk (benchmarks/bench_transcript.py)",
+    "W5": "argument validation (trio_agent/_bench/bench_validation.py)",
+    "transcript": "transcripts on disk (trio_agent/_bench/bench_transcript.py)",
 }
 
 REPEATS = 7
