@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks.suite import main
+from trio_agent._bench.suite import main
 from trio_agent._cmd_bench import add_arguments
 
 if __name__ == "__main__":

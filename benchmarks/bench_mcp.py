@@ -33,8 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from benchmarks._harness import Stopwatch, Timing
-from benchmarks.bench_turns import NOOP, floor_loop, script
 from trio_agent import (
     AssistantMessage,
     Context,
@@ -44,6 +42,8 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
+from trio_agent._bench._harness import Stopwatch, Timing
+from trio_agent._bench.bench_turns import NOOP, floor_loop, script
 from trio_agent.testing import ScriptedModel, events_for
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from benchmarks._harness import Stopwatch, Timing
+from trio_agent._bench._harness import Stopwatch, Timing
 
 SLEEP = 0.010
 

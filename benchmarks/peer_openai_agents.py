@@ -19,7 +19,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from benchmarks._harness import Stopwatch, Timing
+from trio_agent._bench._harness import Stopwatch, Timing
 
 SLEEP = 0.010
 set_tracing_disabled(True)

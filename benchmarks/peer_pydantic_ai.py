@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
-from benchmarks._harness import Stopwatch, Timing
+from trio_agent._bench._harness import Stopwatch, Timing
 
 SLEEP = 0.010
 NO_LIMIT = UsageLimits(request_limit=None)

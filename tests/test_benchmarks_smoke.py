@@ -10,11 +10,11 @@ import json
 from typing import TYPE_CHECKING
 
 import pytest
-from benchmarks import suite
-from benchmarks._harness import Progress, Row, measure_case, rss_in_subprocess, tables
-from benchmarks._peers import PEERS, missing_peers, peers_for
 
 from trio_agent import _cmd_bench, cli
+from trio_agent._bench import suite
+from trio_agent._bench._harness import Progress, Row, measure_case, rss_in_subprocess, tables
+from trio_agent._bench._peers import PEERS, missing_peers, peers_for
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -51,7 +51,7 @@ def test_peak_rss_in_a_subprocess() -> None:
 def test_validation_workload_through_the_suite() -> None:
     report = suite.run_suite(only=["W5"], quick=True, peers=False)
     if any("bench_validation" in s for s in report.skipped):
-        pytest.skip("benchmarks/bench_validation.py is not there")
+        pytest.skip("trio_agent/_bench/bench_validation.py is not there")
     assert report.rows
     for row in report.rows:
         assert row.workload == "W5"
@@ -127,7 +127,7 @@ def test_unwritable_json_is_an_error_not_a_traceback(
 
 
 def test_transcript_benchmark_rows() -> None:
-    from benchmarks import bench_transcript
+    from trio_agent._bench import bench_transcript
 
     rows = bench_transcript.run(repeats=1)
     assert [r["case"] for r in rows] == ["load_transcript", "write_messages", "sink, fsync=False"]

@@ -143,10 +143,26 @@ def test_demo_json_and_transcript_option(folder: Path, tmp_path: Path) -> None:
         str(chosen),
     )
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.rstrip("\n").split("\n")
-    assert lines[-1] == f"transcript: {chosen}"
-    events = [json.loads(line) for line in lines[:-1]]
+    # Every line of stdout is JSON (`trio-agent demo --json | jq -c .type` works).
+    lines = [json.loads(line) for line in proc.stdout.rstrip("\n").split("\n")]
+    assert lines[-1] == {"type": "transcript", "path": str(chosen)}
+    events = lines[:-1]
     assert events[0] == {"type": "agent_start"}
+    # A message_update carries its stream event only, not the whole partial message.
+    updates = [e for e in events if e["type"] == "message_update"]
+    assert updates
+    assert all(set(e) == {"type", "event"} for e in updates)
+    deltas = "".join(
+        e["event"]["delta"] for e in updates if e["event"]["type"] == "text_delta"
+    )
+    final_texts = "".join(
+        b["text"]
+        for e in events
+        if e["type"] == "message_end" and e["message"]["role"] == "assistant"
+        for b in e["message"]["content"]
+        if b["type"] == "text"
+    )
+    assert deltas == final_texts
     assert events[-1]["type"] == "agent_end"
     assert events[-1]["reason"] == "stop"
     kinds = {e["type"] for e in events}
@@ -367,3 +383,16 @@ async def test_live_view_spinner(autojump_clock: trio.abc.Clock) -> None:
     )
     # The status line is cleared, the call's line printed, and nothing redrawn after it.
     assert stream.getvalue().endswith("0.2s\r\x1b[K  ✓ ls src —  · 200.0 ms\n")
+
+
+def test_json_is_unpaced_unless_asked() -> None:
+    from trio_agent._cmd_demo import DEFAULT_PACE, pace_of
+    from trio_agent.cli import build_parser
+
+    def pace(*argv: str) -> float:
+        return pace_of(build_parser().parse_args(["demo", *argv]))
+
+    assert pace() == DEFAULT_PACE
+    assert pace("--json") == 0.0
+    assert pace("--json", "--pace", "0.5") == 0.5
+    assert pace("--pace", "-1") == 0.0

@@ -3,7 +3,11 @@
 The implementation lives in private modules (``_messages``, ``_events``, ``_loop``...);
 this module only re-exports the public names. ``trio_agent.testing`` is the public test
 kit, ``trio_agent.providers`` the HTTP models, ``trio_agent.tools`` the workspace tools.
+``__version__`` is the installed distribution's version (from its metadata).
 """
+
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
 
 from ._agent import Agent as Agent
 from ._agent import AgentState as AgentState
@@ -162,3 +166,8 @@ __all__ = [
     "tool",
     "write_transcript",
 ]
+
+try:
+    __version__: str = _version("trio-agent")
+except _PackageNotFoundError:  # pragma: no cover - imported from a bare source tree
+    __version__ = "0+unknown"

@@ -1,24 +1,22 @@
-"""``trio-agent bench``: run the benchmark suite (``benchmarks/`` of a source checkout).
+"""``trio-agent bench``: run the benchmark suite against a bare trio floor.
 
-The suite is not part of the installed package: it lives next to ``src/`` in a checkout
-and needs the floors and workloads written there. This command finds it — importable
-already, in the current folder, or beside the ``src/`` this package was installed from
-in editable mode — and runs ``benchmarks.suite.main``.
+The workloads and their floors ship inside the package (``trio_agent._bench``), so an
+installed wheel needs no checkout. The peer comparisons (``benchmarks/peer_*.py``) live
+in the source checkout only: run from its root (or from an editable install of it), the
+command puts the checkout on ``sys.path`` so the peers that are installed run too.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import argparse
-    from types import ModuleType
 
-# Keep in step with benchmarks/suite.py: the parser is built for every trio-agent
-# command, so it must not import the suite (slow, and absent outside a checkout).
+# Keep in step with trio_agent/_bench/suite.py: the parser is built for every trio-agent
+# command, so it must not import the suite (slow).
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "transcript")
 
 
@@ -32,6 +30,12 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "Defaults: every workload at every size, 7 interleaved repeats (2 with --quick), "
+        "peak RSS measured in subprocesses, the installed peers compared when run from a "
+        "source checkout, progress on stderr. Exit codes: 0 the suite ran, 1 the JSON "
+        "could not be written, 2 bad usage (an unknown workload)."
+    )
     parser.add_argument(
         "--only",
         action="append",
@@ -52,39 +56,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
-def _is_suite(module: ModuleType) -> bool:
-    return callable(getattr(module, "main", None)) and hasattr(module, "WORKLOADS")
-
-
-def find_suite() -> ModuleType | None:
-    """``benchmarks.suite`` from the path, the current folder, or the source checkout."""
-    candidates = [None, Path.cwd(), Path(__file__).resolve().parents[2]]
-    for folder in candidates:
-        if folder is not None:
-            if not (folder / "benchmarks" / "suite.py").is_file():
-                continue
-            sys.modules.pop("benchmarks", None)
-            sys.path.insert(0, str(folder))
-        try:
-            module = importlib.import_module("benchmarks.suite")
-        except ModuleNotFoundError as exc:
-            if exc.name not in ("benchmarks", "benchmarks.suite"):
-                raise
-            continue
-        if _is_suite(module):
-            return module
-        sys.modules.pop("benchmarks.suite", None)
+def find_checkout() -> Path | None:
+    """The source checkout whose ``benchmarks/`` holds the peers: the current folder,
+    or the one this package was installed from in editable mode; None outside one."""
+    for folder in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        if (folder / "benchmarks" / "peer_langgraph.py").is_file():
+            return folder
     return None
 
 
 def run(args: argparse.Namespace) -> int:
-    suite = find_suite()
-    if suite is None:
-        print(
-            "trio-agent bench: the benchmarks/ folder was not found. It ships with the "
-            "source: run this command from the root of a trio-agent checkout.",
-            file=sys.stderr,
-        )
-        return 2
-    code: int = suite.main(args)
+    checkout = find_checkout()
+    if checkout is not None and str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
+    from ._bench.suite import main
+
+    code: int = main(args)
     return code

@@ -8,6 +8,12 @@ progress (the transcript stays paired); a second Ctrl-C in a row exits. End of i
 (Ctrl-D) or ``/exit`` leaves once the current run is over. Every finished message goes
 to a JSONL transcript, whose path is the last line of output.
 
+Errors go to stderr: a model or transport error (a closed port, a 401, a 500) ends
+that run, and the session's exit code is then 1. A missing API key for the provider's
+own API is found before the first prompt (exit 2). Calls of ``write``, ``edit`` and
+``bash`` wait for a ``y`` typed at the terminal unless ``--yes``; with stdin not a
+terminal and no ``--yes`` they are refused (the model reads why).
+
 Theory of operation: one task reads stdin (a worker thread per line) into a channel;
 :func:`run_chat` takes a line when the agent is idle and ``prompt()``\\ s it, while a
 second task turns the lines typed during that run into ``steer()`` calls (only once the
@@ -34,9 +40,9 @@ import trio
 
 from . import _events as ev
 from ._agent import Agent, open_agent
-from ._demo_view import LiveView, Output, wants_color
+from ._demo_view import LiveView, Output, describe_call, wants_color
 from ._errors import AgentRunError, AgentUsageError, TranscriptFormatError
-from ._hooks import LoopConfig
+from ._hooks import BeforeToolCallContext, BeforeToolCallResult, LoopConfig
 from ._jsonl import JsonlTranscript
 from ._messages import UserMessage
 from ._model import ModelOptions
@@ -46,7 +52,7 @@ from .tools import workspace
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Collection, Sequence
 
     from ._model import Model
     from ._tools import Tool
@@ -60,6 +66,10 @@ SYSTEM_PROMPT = (
 )
 EXIT_WORDS = ("/exit", "/quit")
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+CONFIRMED_TOOLS = ("write", "edit", "bash")
+"""Workspace tools that change things: each call waits for the user's ``y``."""
+YES = ("y", "yes")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,13 +80,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "/exit leaves after the current run."
     )
     parser.epilog = (
-        "The API key comes from OPENAI_API_KEY or ANTHROPIC_API_KEY (a local server may "
-        "need none). The transcript (one JSON line per message) goes to $XDG_STATE_HOME/"
+        "The API key comes from --api-key-file, else OPENAI_API_KEY or ANTHROPIC_API_KEY; "
+        "it is checked before the first prompt when --base-url is the provider's own API "
+        "(a local server may need none). Calls of write, edit and bash are shown and wait "
+        "for 'y' unless --yes; when stdin is not a terminal they are refused without --yes. "
+        "The transcript (one JSON line per message) goes to $XDG_STATE_HOME/"
         "trio-agent/chat/ (default ~/.local/state/...) unless --transcript is given; the "
-        "last line of output is 'transcript: PATH'. Exit codes: 0 normal end, 1 the "
-        "transcript could not be written, 2 bad usage, 130 left with Ctrl-C."
+        "last line of output is 'transcript: PATH'. Errors go to stderr. Defaults: "
+        "--provider openai, --folder ., all workspace tools, the provider's own API. "
+        "Exit codes: 0 normal end, 1 a run ended with a model or transport error (or the "
+        "transcript could not be written), 2 bad usage or a missing API key, 130 left "
+        "with Ctrl-C."
     )
-    parser.add_argument("--provider", choices=("openai", "anthropic"), default="openai")
+    parser.add_argument(
+        "--provider",
+        choices=("openai", "anthropic"),
+        default="openai",
+        help="the API's dialect (default: openai)",
+    )
     parser.add_argument("--model", required=True, metavar="NAME", help="the model name")
     parser.add_argument(
         "--base-url",
@@ -88,6 +109,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-tools", action="store_true", help="give the model no workspace tools")
     parser.add_argument("--no-bash", action="store_true", help="leave out the bash tool")
+    parser.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        type=Path,
+        help="read the API key from FILE (its first line) instead of the environment",
+    )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="run write, edit and bash calls without asking first",
+    )
     parser.add_argument("--system", metavar="TEXT", help="the system prompt")
     parser.add_argument("--reasoning", metavar="LEVEL", help="minimal, low, medium or high")
     parser.add_argument("--max-tokens", metavar="N", type=int, help="longest reply, in tokens")
@@ -132,6 +164,8 @@ class _Session:
     pending: list[str] = attrs.field(factory=list)
     """Lines taken during a run that are prompts for after it."""
     run_started: trio.Event = attrs.field(factory=trio.Event)
+    answer: trio.MemorySendChannel[str] | None = None
+    """Set while a tool call waits for the user's y/n: the next line typed goes there."""
 
 
 async def _display(
@@ -145,8 +179,57 @@ async def _display(
         if type(event) is ev.AgentStart:
             session.run_started.set()
         view.show(event)
-        if type(event) is ev.AgentEnd and event.reason not in ("stop", "terminated"):
-            view.line(view.s.dim(f"  (the run ended: {event.reason})"))
+        if type(event) is ev.AgentEnd:
+            if event.reason == "error":
+                # A model or transport error (its text went to the error stream).
+                session.exit_code = session.exit_code or 1
+            if event.reason not in ("stop", "terminated", "aborted"):
+                view.line(view.s.dim(f"  (the run ended: {event.reason})"))
+
+
+def _approval(
+    session: _Session,
+    view: LiveView,
+    confirm: Collection[str],
+    can_ask: bool,
+    then: Any,
+) -> Any:
+    """A ``before_tool_call`` hook: a call of a tool in ``confirm`` runs only after the
+    user types ``y`` (the next line read); any other answer blocks it. Without
+    ``can_ask`` such calls are blocked at once. One question at a time; an abort while
+    waiting cancels the question with the run. ``then`` (another hook) runs after."""
+    lock = trio.Lock()
+
+    async def before(ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
+        name = ctx.tool_call.name
+        if name in confirm:
+            label = describe_call(name, ctx.args)
+            if not can_ask:
+                view.line(view.s.red(f"  refused (no terminal to ask, no --yes): {label}"))
+                return BeforeToolCallResult(
+                    block=True,
+                    reason=f"{name} needs the user's approval, and there is no terminal to "
+                    "ask on: run trio-agent chat from a terminal, or with --yes",
+                )
+            async with lock:
+                send, receive = trio.open_memory_channel[str](1)
+                session.answer = send
+                try:
+                    view.line(view.s.bold(f"  allow {label}? [y/N]"))
+                    with receive:
+                        answer = (await receive.receive()).strip().lower()
+                finally:
+                    session.answer = None
+            if answer not in YES:
+                return BeforeToolCallResult(block=True, reason="the user declined this call")
+        if then is None:
+            return None
+        result = then(ctx)
+        if hasattr(result, "__await__"):
+            result = await result
+        return result  # type: ignore[no-any-return]
+
+    return before
 
 
 async def _on_interrupt(
@@ -182,6 +265,10 @@ async def _steer(
     lines: trio.MemoryReceiveChannel[str], agent: Agent, session: _Session, view: LiveView
 ) -> None:
     async for line in lines:
+        if session.answer is not None:
+            # A tool call waits for y/n: this line is the answer, not steering.
+            session.answer.send_nowait(line)
+            continue
         text = line.strip()
         if not text:
             continue
@@ -237,7 +324,11 @@ async def _converse(
                     session.run_started = trio.Event()
                     result = await agent.continue_()
             except AgentRunError as exc:
-                view.line(view.s.red(f"  error: {exc}"))
+                session.exit_code = session.exit_code or 1
+                if view.errors is None:
+                    view.line(view.s.red(f"  error: {exc}"))
+                else:
+                    view.errors.line(f"error: {exc}")
             nursery.cancel_scope.cancel()
 
 
@@ -252,13 +343,20 @@ async def run_chat(
     config: LoopConfig | None = None,
     signals: AsyncIterator[Any] | None = None,
     title: str = "",
+    errors: TextIO | None = None,
+    confirm: Collection[str] = (),
+    can_ask: bool = True,
 ) -> int:
     """Hold a chat session: each line of ``lines`` is a prompt, or steering during a run.
 
     Ends when ``lines`` ends (after the current run) or at a second item of ``signals``
     in a row (the first aborts the run in progress). Every event goes to ``sink`` (an
-    open transcript). Returns the exit code: 0, or 130 when left by a signal. The last
-    line written is ``transcript: PATH``.
+    open transcript). A model or transport error is written to ``errors`` (default
+    ``sys.stderr``). A call of a tool named in ``confirm`` waits for the next line
+    read: ``y`` or ``yes`` runs it, anything else blocks it (the model reads that the
+    user declined); with ``can_ask`` false such calls are blocked without asking.
+    Returns the exit code: 0; 1 when a run ended with a model or transport error; 130
+    when left by a signal. The last line written is ``transcript: PATH``.
 
     Raises:
         OSError: the transcript cannot be written (inside an exception group).
@@ -266,8 +364,17 @@ async def run_chat(
     session = _Session()
     output = Output(out)
     live = out.isatty()
-    view = LiveView(output, live=live, color=live and wants_color(out))
+    view = LiveView(
+        output,
+        live=live,
+        color=live and wants_color(out),
+        errors=_ErrorOutput(errors if errors is not None else sys.stderr),
+    )
     s = view.s
+    if confirm:
+        config = config if config is not None else LoopConfig()
+        hook = _approval(session, view, confirm, can_ask, config.before_tool_call)
+        config = attrs.evolve(config, before_tool_call=hook)
     if title:
         view.line(s.bold("trio-agent chat") + s.dim(f" · {title}"))
     view.line(s.dim(f"tools: {', '.join(t.name for t in tools) or 'none'}"))
@@ -290,6 +397,17 @@ async def run_chat(
         nursery.cancel_scope.cancel()
     output.line(f"transcript: {sink.path}")
     return session.exit_code
+
+
+class _ErrorOutput(Output):
+    """stderr for the command line: the providers' key hint names the CLI's flag."""
+
+    def line(self, text: str = "") -> None:
+        for env in KEY_ENVS.values():
+            text = text.replace(
+                f"pass api_key= or set {env}", f"set {env} or pass --api-key-file FILE"
+            )
+        super().line(text)
 
 
 async def _read_stdin(send: trio.MemorySendChannel[str]) -> None:
@@ -316,12 +434,41 @@ def _transcript_path(chosen: Path | None) -> Path:
     return path
 
 
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The key from ``--api-key-file`` (its first line), else from the provider's
+    environment variable; None when neither gives one.
+
+    Raises:
+        ValueError: the provider's own API needs a key and none is set, or the key
+            file cannot be read; the message names the variable and the flag.
+    """
+    env = KEY_ENVS[args.provider]
+    if args.api_key_file is not None:
+        try:
+            text = args.api_key_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read the API key file: {exc}") from None
+        key: str | None = (text.splitlines() or [""])[0].strip()
+    else:
+        key = (os.environ.get(env) or "").strip()
+    if not key:
+        key = None
+    if key is None and args.base_url is None:
+        raise ValueError(
+            f"no API key for {DEFAULT_URLS[args.provider]}: set {env} or pass "
+            "--api-key-file FILE (a local server: --base-url URL)"
+        )
+    return key
+
+
 def _model(args: argparse.Namespace) -> OpenAIChat | Anthropic:
-    """The model the arguments name. Raises ValueError for a bad ``--base-url``."""
+    """The model the arguments name. Raises ValueError for a bad ``--base-url`` or a
+    missing key (see :func:`_api_key`)."""
     base_url = args.base_url or DEFAULT_URLS[args.provider]
+    key = _api_key(args)
     if args.provider == "openai":
-        return OpenAIChat(args.model, base_url=base_url)
-    return Anthropic(args.model, base_url=base_url)
+        return OpenAIChat(args.model, base_url=base_url, api_key=key)
+    return Anthropic(args.model, base_url=base_url, api_key=key)
 
 
 _PREFIXED = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)=(.*)", re.S)
@@ -406,6 +553,9 @@ async def _chat(
                     config=config,
                     signals=signals,
                     title=title,
+                    errors=sys.stderr,
+                    confirm=() if args.yes or args.no_tools else CONFIRMED_TOOLS,
+                    can_ask=sys.stdin.isatty(),
                 )
                 nursery.cancel_scope.cancel()
     return code

@@ -27,6 +27,12 @@ _REF = re.compile(r"messages\[(\d+)(?:\.\.(\d+))?\]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "Defaults: check only, nothing written. Exit codes: 0 the transcript loads whole "
+        "and is paired (with --repair: the copy written is paired); 1 a torn last line, a "
+        "breach of the pairing, a file that does not load, or one that cannot be read or "
+        "written; 2 bad usage."
+    )
     parser.add_argument("file", metavar="FILE", help="a JSONL transcript (JsonlTranscript)")
     parser.add_argument(
         "--repair",

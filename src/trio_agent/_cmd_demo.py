@@ -4,7 +4,8 @@ A scripted model (no key, no network) tours the folder through the real workspac
 — ls, two reads in parallel, grep (and ``wc`` through bash unless ``--no-bash``), then an
 answer — and the run is shown as it happens. The demo only reads: it gives the model no
 tool that writes. Every finished message goes to a JSONL transcript outside the folder,
-whose path is the last line of output.
+whose path is the last line of output (with ``--json``, the last JSON line:
+``{"type": "transcript", "path": ...}``).
 
 Ctrl-C aborts the run (the transcript stays paired) and exits 130; a second Ctrl-C exits
 at once. A reader that goes away (``trio-agent demo --json | head``) ends the run quietly.
@@ -55,12 +56,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "The transcript (one JSON line per message) goes to $XDG_STATE_HOME/trio-agent/"
         "demo/ (default ~/.local/state/...) unless --transcript is given; the last line "
-        "of output is 'transcript: PATH'. Exit codes: 0 the run ended normally, 1 it did "
-        "not (or the transcript could not be written), 2 bad usage, 130 interrupted by "
-        "Ctrl-C (the run is aborted, its transcript kept)."
+        "of output is 'transcript: PATH' (with --json, the JSON line "
+        '{"type": "transcript", "path": PATH}). '
+        f"Defaults: --pace {DEFAULT_PACE} (0 with --json), the bash tool given. "
+        "Exit codes: 0 the run ended normally, 1 it did not (or the transcript could not "
+        "be written), 2 bad usage, 130 interrupted by Ctrl-C (the run is aborted, its "
+        "transcript kept)."
     )
     parser.add_argument(
-        "--json", action="store_true", help="print the run's events as JSON lines instead"
+        "--json",
+        action="store_true",
+        help="print the run's events as JSON lines instead, one per line and nothing else on "
+        "stdout; message_update lines carry only their stream event (a delta); unpaced "
+        "unless --pace is given",
     )
     parser.add_argument(
         "--transcript", metavar="PATH", type=Path, help="write the JSONL transcript here"
@@ -72,8 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pace",
         metavar="SECONDS",
         type=float,
-        default=DEFAULT_PACE,
-        help=f"seconds per streamed chunk of text (default {DEFAULT_PACE}; 0: full speed)",
+        default=None,
+        help=f"seconds per streamed chunk of text (default {DEFAULT_PACE}, with --json 0; "
+        "0: full speed)",
     )
 
 
@@ -129,7 +138,8 @@ async def run_demo(
     """Play the demo session on ``folder``, writing the display to ``out``.
 
     Returns the exit code (0 stop, 1 another end, 130 aborted by Ctrl-C). The last line
-    written is ``transcript: PATH`` unless the reader went away.
+    written is ``transcript: PATH`` (with ``as_json``, the JSON line ``{"type":
+    "transcript", "path": PATH}``) unless the reader went away.
 
     Raises:
         AgentRunError: a bug ended the run.
@@ -174,13 +184,23 @@ async def run_demo(
     assert result is not None
     if isinstance(view, LiveView):
         view.footer(result.reason, result.steps, len(result.messages), trio.current_time() - began)
-    output.line(f"transcript: {transcript}")
+    if isinstance(view, JsonView):
+        view.transcript(transcript)
+    else:
+        output.line(f"transcript: {transcript}")
     if output.broken:
         return 0
     if interrupt.count:
         print("interrupted: the run was aborted; its transcript is kept", file=sys.stderr)
         return 130
     return 0 if result.reason == "stop" else 1
+
+
+def pace_of(args: argparse.Namespace) -> float:
+    """The pace asked for: ``--pace``, else none with ``--json``, else the default."""
+    if args.pace is not None:
+        return max(0.0, float(args.pace))
+    return 0.0 if args.json else DEFAULT_PACE
 
 
 def _complain(text: str) -> None:
@@ -203,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         transcript=transcript,
         as_json=bool(args.json),
         bash=not args.no_bash,
-        pace=max(0.0, float(args.pace)),
+        pace=pace_of(args),
         handle_sigint=True,
     )
     code = 1

@@ -42,8 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.epilog = (
         "The tools given to the model are the workspace tools the recorded session had. "
-        "Exit codes: 0 the replay went exactly as recorded, 1 it diverged (or the "
-        "cassette cannot be read), 2 bad usage."
+        "Defaults: --folder ., --timing none. Exit codes: 0 the replay went exactly as "
+        "recorded, 1 it diverged (or the cassette cannot be read), 2 bad usage."
     )
     parser.add_argument("file", metavar="FILE", help="a cassette (JSON lines)")
     parser.add_argument(

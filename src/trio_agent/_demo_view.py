@@ -18,7 +18,7 @@ import trio
 
 from . import _events as ev
 from ._messages import AssistantMessage, ToolResultMessage, UserMessage
-from ._serde import event_to_json
+from ._serde import _json_text, event_to_json, to_jsonable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -165,10 +165,15 @@ class LiveView:
         live: a terminal: animate a spinner line while tools run (otherwise each call
             gets a progress line when it starts).
         color: use ANSI colours.
+        errors: where a model's or a transport's error goes (default: ``out``). An
+            abort is not an error: it is shown on ``out`` as ``aborted``.
     """
 
-    def __init__(self, out: Output, *, live: bool, color: bool) -> None:
+    def __init__(
+        self, out: Output, *, live: bool, color: bool, errors: Output | None = None
+    ) -> None:
         self.out = out
+        self.errors = errors
         self.live = live
         # A stream without an encoding holds str (a StringIO): any character goes.
         encoding = getattr(out.stream, "encoding", None)
@@ -200,7 +205,11 @@ class LiveView:
         self._status_shown = True
 
     def line(self, text: str = "") -> None:
+        """Write a line of its own: a reply still streaming is broken off first."""
         self._clear_status()
+        if self._in_text:
+            self.out.line()
+            self._in_text = False
         self.out.line(text)
         self._draw_status()
 
@@ -254,8 +263,14 @@ class LiveView:
                 if self._in_text:
                     self.out.line()
                     self._in_text = False
-                if m.error_message:
-                    self.line(s.red(f"  model error ({m.stop_reason}): {m.error_message}"))
+                if m.stop_reason == "aborted":
+                    self.line(s.dim("  (reply aborted)"))
+                elif m.error_message:
+                    text = f"model error ({m.stop_reason}): {m.error_message}"
+                    if self.errors is None:
+                        self.line(s.red(f"  {text}"))
+                    else:
+                        self.errors.line(text)
             elif type(m) is UserMessage:
                 text = "".join(getattr(b, "text", "") for b in m.content)
                 self.line()
@@ -319,13 +334,27 @@ def batch_line(stats: ev.TurnStats) -> str:
 
 
 class JsonView:
-    """Prints each event as one JSON line."""
+    """Prints each event as one JSON line.
+
+    A ``message_update`` line carries only its stream event (``{"type":
+    "message_update", "event": {"type": "text_delta", ...}}``), not the whole partial
+    message again: the message is complete in ``message_end``. Every other event is
+    written as :func:`~trio_agent.dumps` would write it.
+    """
 
     def __init__(self, out: Output) -> None:
         self.out = out
 
     def show(self, event: ev.AgentEvent) -> None:
-        self.out.line(event_to_json(event))
+        if type(event) is ev.MessageUpdate:
+            inner = to_jsonable(event.event, ev.AssistantEvent)
+            self.out.line(_json_text({"type": event.type, "event": inner}))
+        else:
+            self.out.line(event_to_json(event))
+
+    def transcript(self, path: object) -> None:
+        """The last line: where the transcript was written."""
+        self.out.line(_json_text({"type": "transcript", "path": str(path)}))
 
 
 def wants_color(stream: TextIO) -> bool:

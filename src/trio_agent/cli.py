@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="A trio-native agent loop runtime.",
         epilog="exit codes: 0 ok, 1 problem found, 2 bad usage, 130 interrupted",
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"trio-agent {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

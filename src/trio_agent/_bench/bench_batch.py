@@ -7,7 +7,7 @@ time between the critical path and the measured time. The floor streams the same
 from an in-memory stream and runs the calls in one nursery, results in a list.
 
 The overhead per call is ``(wall time − 10 ms) / N``. Peak RSS growth is measured in a
-fresh subprocess per contender and size (:mod:`benchmarks._rss`).
+fresh subprocess per contender and size (:mod:`trio_agent._bench._rss`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from benchmarks._harness import Case, Stopwatch, Timing
-from benchmarks.bench_turns import floor_loop
 from trio_agent import (
     AssistantMessage,
     Context,
@@ -28,6 +26,8 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
+from trio_agent._bench._harness import Case, Stopwatch, Timing
+from trio_agent._bench.bench_turns import floor_loop
 from trio_agent.testing import ScriptedModel, events_for
 
 if TYPE_CHECKING:

@@ -1,7 +1,8 @@
 """The suite: which workloads exist, how to run them, and the report.
 
-Workloads W1–W4 are :class:`~benchmarks._harness.Case` s defined in the ``bench_*`` files
-next to their floors. W5 (argument validation) and the transcript benchmark belong to
+It ships inside the package (``trio-agent bench`` needs no checkout). Workloads W1–W4
+are :class:`~trio_agent._bench._harness.Case` s defined in the ``bench_*`` files next to
+their floors. W5 (argument validation) and the transcript benchmark belong to
 ``bench_validation.py`` and ``bench_transcript.py``; the suite calls their ``run(...)``
 when it exists and turns what it returns into rows.
 
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from benchmarks._harness import Case, Progress, Row, measure_case, tables
+from trio_agent._bench._harness import Case, Progress, Row, measure_case, tables
 
 if TYPE_CHECKING:
     import argparse
@@ -35,10 +36,10 @@ if TYPE_CHECKING:
 __all__ = ["WORKLOADS", "Report", "main", "run_suite"]
 
 CASE_MODULES = (
-    "benchmarks.bench_turns",
-    "benchmarks.bench_batch",
-    "benchmarks.bench_runs",
-    "benchmarks.bench_stream",
+    "trio_agent._bench.bench_turns",
+    "trio_agent._bench.bench_batch",
+    "trio_agent._bench.bench_runs",
+    "trio_agent._bench.bench_stream",
 )
 
 WORKLOADS = {
@@ -46,8 +47,8 @@ WORKLOADS = {
     "W2": "wide batch: one turn of N calls sleeping 10 ms",
     "W3": "many runs: R runs at once, one 10 ms call each",
     "W4": "streaming: one reply of N text deltas",
-    "W5": "argument validation (benchmarks/bench_validation.py)",
-    "transcript": "transcripts on disk (benchmarks/bench_transcript.py)",
+    "W5": "argument validation (trio_agent/_bench/bench_validation.py)",
+    "transcript": "transcripts on disk (trio_agent/_bench/bench_transcript.py)",
 }
 
 REPEATS = 7
@@ -161,9 +162,9 @@ def run_suite(
                 measure_case(case, size, repeats=reps, memory=memory, progress=progress)
             )
     if "W5" in wanted:
-        _external(report, "W5", "benchmarks.bench_validation", quick, reps, progress)
+        _external(report, "W5", "trio_agent._bench.bench_validation", quick, reps, progress)
     if "transcript" in wanted:
-        _external(report, "transcript", "benchmarks.bench_transcript", quick, reps, progress)
+        _external(report, "transcript", "trio_agent._bench.bench_transcript", quick, reps, progress)
     if peers and not quick:
         _peer_phase(report, cases, reps, memory, progress)
     elif quick and peers:
@@ -175,7 +176,7 @@ def run_suite(
 def _peer_phase(
     report: Report, cases: list[Case], repeats: int, memory: bool, progress: Progress
 ) -> None:
-    from benchmarks._peers import missing_peers, peers_for
+    from trio_agent._bench._peers import missing_peers, peers_for
 
     for line in missing_peers():
         report.skipped.append(line)

@@ -1,4 +1,4 @@
-"""``python -m benchmarks._rss MODULE CASE CONTENDER SIZE``: peak RSS growth of one repeat.
+"""``python -m trio_agent._bench._rss MODULE CASE CONTENDER SIZE``: peak RSS growth of one repeat.
 
 Runs in a fresh interpreter so that nothing measured before (other workloads, the
 allocator's free arenas) counts: imports the case's module, runs one untimed warm-up at

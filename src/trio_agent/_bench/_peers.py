@@ -1,8 +1,10 @@
 """The peers: the same W1–W3 workloads on pydantic-ai, the OpenAI Agents SDK and LangGraph.
 
 Optional: ``pip install -e '.[bench-peers]'``. A peer whose package is not importable is
-skipped with one line saying so. Each peer lives in its own ``peer_*.py`` file that
-imports its framework at the top, so nothing is imported unless the peer runs.
+skipped with one line saying so. Each peer lives in its own ``peer_*.py`` file of the
+source checkout's ``benchmarks/`` folder (not in the installed package) that imports its
+framework at the top, so nothing is imported unless the peer runs; without a checkout
+the peers are skipped, also with one line each.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from benchmarks._harness import Case, Measure
+    from trio_agent._bench._harness import Case, Measure
 
 __all__ = ["PEERS", "missing_peers", "peers_for"]
 
@@ -35,12 +37,19 @@ def _installed(import_name: str) -> bool:
 
 
 def missing_peers() -> list[str]:
-    """One line per peer that is not installed."""
-    return [
-        f"peer {name}: not installed ({dist}); pip install -e '.[bench-peers]' to compare"
-        for name, (_, import_name, dist) in PEERS.items()
-        if not _installed(import_name)
-    ]
+    """One line per peer that is not installed, or whose benchmark file is not there."""
+    lines = []
+    for name, (module_name, import_name, dist) in PEERS.items():
+        if not _installed(import_name):
+            lines.append(
+                f"peer {name}: not installed ({dist}); pip install -e '.[bench-peers]' to compare"
+            )
+        elif not _installed(module_name):
+            lines.append(
+                f"peer {name}: {module_name} ships with the source only; run "
+                "trio-agent bench from the root of a checkout to compare"
+            )
+    return lines
 
 
 def peers_for(case: Case) -> dict[str, Measure]:
@@ -50,6 +59,6 @@ def peers_for(case: Case) -> dict[str, Measure]:
         return {}
     out: dict[str, Measure] = {}
     for name, (module_name, import_name, _) in PEERS.items():
-        if _installed(import_name):
+        if _installed(import_name) and _installed(module_name):
             out[name] = getattr(importlib.import_module(module_name), function)
     return out

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from benchmarks._harness import Case, Stopwatch, Timing
-from benchmarks.bench_turns import ListStream
 from trio_agent import (
     AssistantMessage,
     Context,
@@ -28,6 +26,8 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
+from trio_agent._bench._harness import Case, Stopwatch, Timing
+from trio_agent._bench.bench_turns import ListStream
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from benchmarks._harness import Case, Stopwatch, Timing
 from trio_agent import (
     AgentEnd,
     AssistantMessage,
@@ -39,6 +38,7 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
+from trio_agent._bench._harness import Case, Stopwatch, Timing
 from trio_agent.testing import ScriptedModel, events_for
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 SIZES = (20, 200, 1000)
 
 
-async def _noop(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext | None) -> str:
+async def _noop(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext | None) -> str:  # noqa: ASYNC124
     return "ok"
 
 

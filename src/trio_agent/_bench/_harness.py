@@ -15,7 +15,7 @@ heap that exists before the repeats (imported modules, prepared inputs) is froze
 (``gc.freeze()``) so that full garbage collections walk only what the workload
 allocates, whatever else the process imported. Peak
 memory is the growth of the peak RSS (``VmHWM``) of a *fresh subprocess* running one
-repeat (see :mod:`benchmarks._rss`): an in-process RSS never shrinks, so after the first
+repeat (see :mod:`trio_agent._bench._rss`): an in-process RSS never shrinks, so after the first
 workload it would measure the allocator's history, not the workload.
 """
 
@@ -321,13 +321,13 @@ def measure_case(
 
 def rss_in_subprocess(case: Case, contender: str, size: int) -> int | None:
     """Peak RSS growth (bytes) of one repeat, in a fresh interpreter; None if unknown."""
-    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # The child imports what this process can: the package, and a checkout's peers.
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_dir, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
     command = [
         sys.executable,
         "-m",
-        "benchmarks._rss",
+        "trio_agent._bench._rss",
         case.module,
         case.key,
         contender,

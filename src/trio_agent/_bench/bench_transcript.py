@@ -1,6 +1,6 @@
 """Transcripts on disk: write and load 10,000 messages as JSONL.
 
-``python -m benchmarks.bench_transcript`` prints, for one transcript of 10,000 messages
+``python -m trio_agent._bench.bench_transcript`` prints, for one transcript of 10,000 messages
 (a user prompt, then turns of an assistant message with text and three tool calls
 followed by their three results):
 
@@ -89,7 +89,7 @@ def _median(measure: Callable[[Path], float], folder: Path, repeats: int) -> flo
 
 
 def _write_sink(messages: list[Message], fsync: Any) -> Callable[[Path], float]:
-    events = []
+    events: list[MessageEnd | TurnEnd] = []
     for m in messages:
         events.append(MessageEnd(message=m))
         if type(m) is ToolResultMessage and m.tool_call_id.endswith("_2"):

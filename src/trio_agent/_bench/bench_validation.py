@@ -13,7 +13,7 @@ array of ``$ref`` ranges). Measured, in arguments per second (median of the repe
 * ``floor``: a bare compiled ``jsonschema_rs`` validator's ``is_valid`` on the valid
   arguments: nothing can be cheaper than that.
 
-``python -m benchmarks.bench_validation [--repeats N]``; the suite calls :func:`run`.
+``python -m trio_agent._bench.bench_validation [--repeats N]``; the suite calls :func:`run`.
 """
 
 from __future__ import annotations

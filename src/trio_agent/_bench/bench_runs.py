@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from benchmarks._harness import Case, Stopwatch, Timing
-from benchmarks.bench_batch import FINAL, SLEEP, SLEEP_TOOL, reply_with_calls, sleep_tool
-from benchmarks.bench_turns import floor_loop
 from trio_agent import Context, LoopConfig, UserMessage, run_agent_loop
+from trio_agent._bench._harness import Case, Stopwatch, Timing
+from trio_agent._bench.bench_batch import FINAL, SLEEP, SLEEP_TOOL, reply_with_calls, sleep_tool
+from trio_agent._bench.bench_turns import floor_loop
 from trio_agent.testing import ScriptedModel, events_for
 
 if TYPE_CHECKING:

@@ -1,0 +1,280 @@
+"""``trio-agent chat`` tells the truth: errors on stderr with a non-zero exit, the key
+checked before the first prompt, approval before write/edit/bash, an abort shown as one."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+from _httpserver import Stall, error, sse
+from _streamkit import KEY, make_model
+from test_providers_agent import anthropic_reply, openai_reply
+
+from trio_agent import JsonlTranscript, ToolResultMessage, load_transcript
+from trio_agent._cmd_chat import CONFIRMED_TOOLS, run_chat
+from trio_agent.tools import workspace
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from _httpserver import Server
+
+WITHOUT_KEYS = {
+    k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+}
+
+
+async def chat_cli(
+    *args: str, stdin: bytes = b"hi\n", env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, "-m", "trio_agent.cli", "chat", *args],
+            stdin=stdin,
+            capture_stdout=True,
+            capture_stderr=True,
+            env=env if env is not None else WITHOUT_KEYS,
+            check=False,
+        )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def _local(url: str, tmp_path: Path) -> list[str]:
+    return ["--base-url", url, "--model", "m", "--folder", str(tmp_path), "--transcript",
+            str(tmp_path / "t.jsonl")]  # fmt: skip
+
+
+async def test_a_closed_port_is_an_error_on_stderr_and_exit_1(tmp_path: Path) -> None:
+    with trio.socket.socket() as sock:
+        await sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # Nothing listens on the port now.
+    code, out, err = await chat_cli(*_local(f"http://127.0.0.1:{port}/v1", tmp_path))
+    assert code == 1, err
+    assert "model error (error)" in err
+    assert "127.0.0.1" in err
+    assert "model error" not in out
+    assert out.rstrip().splitlines()[-1] == f"transcript: {tmp_path / 't.jsonl'}"
+
+
+async def test_a_401_names_the_variable_and_the_flag(server: Server, tmp_path: Path) -> None:
+    server.add(error(401, {"error": {"message": "no key", "type": "auth"}}))
+    code, out, err = await chat_cli(*_local(server.url + "/v1", tmp_path))
+    assert code == 1, err
+    assert "HTTP 401" in err
+    assert "set OPENAI_API_KEY or pass --api-key-file FILE" in err
+    assert "api_key=" not in err
+    assert "HTTP 401" not in out
+
+
+async def test_a_500_is_an_error_on_stderr_and_exit_1(server: Server, tmp_path: Path) -> None:
+    # Retry-After: 0 keeps the retries quick; the server fails each of them.
+    failing = error(500, {"error": {"message": "boom"}}, [("retry-after", "0")])
+    server.add(failing, failing, failing, failing)
+    code, out, err = await chat_cli(
+        *_local(server.url + "/v1", tmp_path), env={**WITHOUT_KEYS, "OPENAI_API_KEY": KEY}
+    )
+    assert code == 1, err
+    assert "HTTP 500" in err
+    assert "boom" in err
+    assert "HTTP 500" not in out
+    assert KEY not in out + err
+
+
+@pytest.mark.parametrize(("provider", "env"), [("openai", "OPENAI_API_KEY"),
+                                               ("anthropic", "ANTHROPIC_API_KEY")])  # fmt: skip
+async def test_a_missing_key_is_found_before_the_first_prompt(
+    tmp_path: Path, provider: str, env: str
+) -> None:
+    code, out, err = await chat_cli(
+        "--provider", provider, "--model", "m", "--folder", str(tmp_path), stdin=b""
+    )
+    assert code == 2
+    assert env in err
+    assert "--api-key-file" in err
+    assert out == ""
+    assert "Traceback" not in err
+
+
+async def test_the_api_key_file_is_read(server: Server, tmp_path: Path) -> None:
+    server.add(sse(openai_reply("Hello.", [])))
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    code, out, err = await chat_cli(
+        *_local(server.url + "/v1", tmp_path), "--api-key-file", str(key_file)
+    )
+    assert code == 0, err
+    assert "Hello." in out
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    missing = await chat_cli(*_local(server.url + "/v1", tmp_path), "--api-key-file",
+                             str(tmp_path / "nope"))  # fmt: skip
+    assert missing[0] == 2
+    assert "cannot read the API key file" in missing[2]
+
+
+# --- approval ----------------------------------------------------------------------------
+
+
+class _Watched(io.StringIO):
+    """Output that sets ``asked`` once ``pattern`` (the approval question) is written."""
+
+    def __init__(self, pattern: str = "[y/N]") -> None:
+        super().__init__()
+        self.pattern = pattern
+        self.asked = trio.Event()
+
+    def write(self, text: str) -> int:
+        if self.pattern in text:
+            self.asked.set()
+        return super().write(text)
+
+
+async def approve(server: Server, tmp_path: Path, answer: str) -> tuple[str, Path]:
+    call = ("call_1", "write", {"path": "out.txt", "content": "written\n"})
+    server.add(sse(openai_reply("Writing.", [call])), sse(openai_reply("Done.", [])))
+    send, lines = trio.open_memory_channel[str](math.inf)
+    send.send_nowait("write out.txt\n")
+    out = _Watched()
+    path = tmp_path / "chat.jsonl"
+    async with make_model("openai", server.url) as model, JsonlTranscript(path) as sink:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+
+                async def user() -> None:
+                    await out.asked.wait()
+                    await send.send(answer + "\n")
+                    send.close()
+
+                nursery.start_soon(user)
+                code = await run_chat(
+                    model,
+                    lines=lines,
+                    out=out,
+                    sink=sink,
+                    tools=workspace(tmp_path, allow_bash=False),
+                    confirm=CONFIRMED_TOOLS,
+                )
+    assert code == 0
+    return out.getvalue(), path
+
+
+def _result(path: Path) -> ToolResultMessage:
+    results = [m for m in load_transcript(path).messages if isinstance(m, ToolResultMessage)]
+    assert len(results) == 1
+    return results[0]
+
+
+async def test_a_write_runs_after_the_user_says_yes(server: Server, tmp_path: Path) -> None:
+    out, path = await approve(server, tmp_path, "y")
+    assert "allow write out.txt? [y/N]" in out
+    assert (tmp_path / "out.txt").read_text() == "written\n"
+    assert not _result(path).is_error
+
+
+async def test_a_write_is_blocked_when_the_user_says_no(server: Server, tmp_path: Path) -> None:
+    out, path = await approve(server, tmp_path, "n")
+    assert not (tmp_path / "out.txt").exists()
+    result = _result(path)
+    assert result.is_error
+    assert "the user declined this call" in result.text
+    # The answer was not taken as steering.
+    assert "steering" not in out
+
+
+async def test_without_a_terminal_and_without_yes_writes_are_refused(
+    server: Server, tmp_path: Path
+) -> None:
+    server.add(
+        sse(openai_reply("Writing.", [("call_1", "write", {"path": "x.txt", "content": "x"})])),
+        sse(openai_reply("Could not.", [])),
+    )
+    code, out, err = await chat_cli(
+        *_local(server.url + "/v1", tmp_path), env={**WITHOUT_KEYS, "OPENAI_API_KEY": KEY}
+    )
+    assert code == 0, err
+    assert not (tmp_path / "x.txt").exists()
+    assert "refused (no terminal to ask, no --yes): write x.txt" in out
+    result = _result(tmp_path / "t.jsonl")
+    assert result.is_error
+    assert "--yes" in result.text
+
+
+async def test_yes_runs_writes_without_asking(server: Server, tmp_path: Path) -> None:
+    server.add(
+        sse(openai_reply("Writing.", [("call_1", "write", {"path": "x.txt", "content": "x"})])),
+        sse(openai_reply("Done.", [])),
+    )
+    code, out, err = await chat_cli(
+        *_local(server.url + "/v1", tmp_path),
+        "--yes",
+        env={**WITHOUT_KEYS, "OPENAI_API_KEY": KEY},
+    )
+    assert code == 0, err
+    assert (tmp_path / "x.txt").read_text() == "x"
+    assert "[y/N]" not in out
+
+
+# --- an abort is an abort ----------------------------------------------------------------
+
+
+async def test_the_users_abort_is_shown_as_an_abort_on_its_own_line(
+    server: Server, tmp_path: Path
+) -> None:
+    stall = Stall(anthropic_reply("Hello there, a long answer", []), fraction=0.8)
+    server.add(stall)
+    lines_send, lines = trio.open_memory_channel[str](math.inf)
+    signals_send, signals = trio.open_memory_channel[int](math.inf)
+    lines_send.send_nowait("first question\n")
+    out, err = _Watched("Hello"), io.StringIO()
+    path = tmp_path / "chat.jsonl"
+    async with make_model("anthropic", server.url) as model, JsonlTranscript(path) as sink:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+
+                async def operator() -> None:
+                    await out.asked.wait()  # the reply is streaming
+                    await signals_send.send(signal.SIGINT)  # aborts the run
+                    await stall.left.wait()
+                    lines_send.close()
+
+                nursery.start_soon(operator)
+                code = await run_chat(
+                    model,
+                    lines=lines,
+                    out=out,
+                    sink=sink,
+                    signals=signals,  # type: ignore[arg-type]
+                    errors=err,
+                )
+    assert code == 0
+    text = out.getvalue()
+    assert "model error" not in text + err.getvalue()
+    assert err.getvalue() == ""
+    shown = text.splitlines()
+    assert "  (reply aborted)" in shown
+    assert "aborted — press Ctrl-C again to exit" in shown
+    # The reply's lines hold the reply only (text that streamed in after the Ctrl-C
+    # resumes on a line of its own).
+    replies = [ln.removeprefix("assistant › ") for ln in shown if ln.startswith("assistant › ")]
+    assert replies
+    assert "Hello there, a long answer".startswith("".join(replies))
+
+
+async def test_help_lists_exit_codes_and_defaults(tmp_path: Path) -> None:
+    for command in ("chat", "demo", "check", "bench", "replay"):
+        with trio.fail_after(30):
+            done = await trio.run_process(
+                [sys.executable, "-m", "trio_agent.cli", command, "--help"],
+                capture_stdout=True,
+                check=False,
+            )
+        text = " ".join(done.stdout.decode().split())
+        assert done.returncode == 0
+        assert "Exit codes:" in text, command
+        assert "Defaults:" in text, command

@@ -1,0 +1,36 @@
+"""The package says what it is: ``__version__`` and ``--version`` from its metadata,
+a LICENSE matching pyproject's, project URLs, and a light ``[hypothesis]`` extra."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import trio_agent
+from trio_agent.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_version_comes_from_the_metadata() -> None:
+    assert trio_agent.__version__ == importlib.metadata.version("trio-agent")
+
+
+def test_the_command_line_prints_the_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"trio-agent {trio_agent.__version__}"
+
+
+def test_license_urls_and_extras() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT"
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert {"Homepage", "Source", "Issues", "Documentation"} <= set(project["urls"])
+    light = project["optional-dependencies"]["hypothesis"]
+    names = {d.split(">")[0].split("=")[0] for d in light}
+    assert names == {"hypothesis", "pytest", "pytest-trio"}
