@@ -71,9 +71,9 @@ def _measure(fn: Any) -> dict[str, Any]:
 def child_floor(tasks: int, concurrency: int) -> dict[str, Any]:
     import trio
 
-    from benchmarks.bench_batch import sleep_tool
-    from benchmarks.bench_runs import script
-    from benchmarks.bench_turns import floor_loop
+    from trio_agent._bench.bench_batch import sleep_tool
+    from trio_agent._bench.bench_runs import script
+    from trio_agent._bench.bench_turns import floor_loop
 
     replies = script(tasks)
     tools = {"sleep": sleep_tool}
