@@ -14,7 +14,8 @@ from benchmarks import suite
 from benchmarks._harness import Progress, Row, measure_case, rss_in_subprocess, tables
 from benchmarks._peers import PEERS, missing_peers, peers_for
 
-from trio_agent import _cmd_bench, cli
+from trio_agent import cli
+from trio_agent.cli import bench as _cmd_bench
 
 if TYPE_CHECKING:
     from pathlib import Path

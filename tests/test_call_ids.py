@@ -43,8 +43,8 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
+from trio_agent._pairing import transcript_violations
 from trio_agent._policy import decide
-from trio_agent._transcript import transcript_violations
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:

@@ -24,11 +24,11 @@ from trio_agent import (
     TurnStats,
     check_transcript,
 )
-from trio_agent._cmd_demo import default_transcript_path, run_demo
-from trio_agent._demo_script import pick_files
-from trio_agent._demo_view import LiveView, Output, batch_line, describe_call
 from trio_agent._jsonl import load_transcript
 from trio_agent.cli import main
+from trio_agent.cli._demo_script import pick_files
+from trio_agent.cli._render import LiveView, Output, batch_line, describe_call
+from trio_agent.cli.demo import default_transcript_path, run_demo
 
 if TYPE_CHECKING:
     from pathlib import Path

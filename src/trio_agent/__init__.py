@@ -8,7 +8,15 @@ kit, ``trio_agent.providers`` the HTTP models, ``trio_agent.tools`` the workspac
 from ._agent import Agent as Agent
 from ._agent import AgentState as AgentState
 from ._agent import open_agent as open_agent
-from ._decorator import tool as tool
+from ._config import AfterToolCallContext as AfterToolCallContext
+from ._config import AfterToolCallResult as AfterToolCallResult
+from ._config import AgentRunResult as AgentRunResult
+from ._config import BeforeToolCallContext as BeforeToolCallContext
+from ._config import BeforeToolCallResult as BeforeToolCallResult
+from ._config import Context as Context
+from ._config import LoopConfig as LoopConfig
+from ._config import NextTurn as NextTurn
+from ._config import TurnContext as TurnContext
 from ._errors import AgentBusyError as AgentBusyError
 from ._errors import AgentRunError as AgentRunError
 from ._errors import AgentUsageError as AgentUsageError
@@ -43,20 +51,11 @@ from ._events import ToolOutcome as ToolOutcome
 from ._events import TurnEnd as TurnEnd
 from ._events import TurnStart as TurnStart
 from ._events import TurnStats as TurnStats
-from ._hooks import AfterToolCallContext as AfterToolCallContext
-from ._hooks import AfterToolCallResult as AfterToolCallResult
-from ._hooks import BeforeToolCallContext as BeforeToolCallContext
-from ._hooks import BeforeToolCallResult as BeforeToolCallResult
-from ._hooks import Context as Context
-from ._hooks import LoopConfig as LoopConfig
-from ._hooks import NextTurn as NextTurn
-from ._hooks import TurnContext as TurnContext
 from ._jsonl import JsonlTranscript as JsonlTranscript
 from ._jsonl import LoadedTranscript as LoadedTranscript
 from ._jsonl import load_transcript as load_transcript
 from ._jsonl import write_transcript as write_transcript
 from ._loop import AgentRun as AgentRun
-from ._loop import AgentRunResult as AgentRunResult
 from ._loop import open_agent_loop as open_agent_loop
 from ._loop import run_agent_loop as run_agent_loop
 from ._messages import AssistantMessage as AssistantMessage
@@ -75,13 +74,14 @@ from ._model import Model as Model
 from ._model import ModelOptions as ModelOptions
 from ._model import ModelRequest as ModelRequest
 from ._model import ToolSpec as ToolSpec
+from ._pairing import check_transcript as check_transcript
+from ._pairing import repair as repair
 from ._serde import dumps as dumps
 from ._serde import loads as loads
+from ._tool_decorator import tool as tool
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolOutput as ToolOutput
-from ._transcript import check_transcript as check_transcript
-from ._transcript import repair as repair
 
 __all__ = [
     "AfterToolCallContext",

@@ -41,9 +41,9 @@ import attrs
 import trio
 
 from . import _events as ev
-from ._batch import Batch, make_result, maybe_await
+from ._batch import Batch
+from ._config import AgentRunResult, Context, LoopConfig, NextTurn, TurnContext
 from ._errors import AgentRunError, AgentUsageError
-from ._hooks import Context, LoopConfig, NextTurn, TurnContext
 from ._messages import (
     AssistantMessage,
     CustomMessage,
@@ -55,66 +55,16 @@ from ._messages import (
 from ._model import Model, ModelOptions, ModelRequest, ToolSpec
 from ._policy import Decision, decide
 from ._stream import StreamAccumulator
+from ._util import make_result, maybe_await, representative
 
-__all__ = ["AgentRunResult", "OnEvent", "Runner", "representative"]
+__all__ = ["OnEvent", "Runner"]
 
 OnEvent = Callable[[ev.AgentEvent], Awaitable[None] | None]
 _DROPPABLE = (ev.MessageUpdate, ev.ToolExecutionUpdate)
 
 
-@attrs.frozen(kw_only=True)
-class AgentRunResult:
-    """How a run ended.
-
-    Attributes:
-        reason: why it ended.
-        messages: the messages this run added, in transcript order.
-        steps: model requests made.
-        transcript: the working message list the run ended with (the context's messages,
-            or what ``prepare_next_turn`` swapped in, plus everything appended since).
-        undelivered: prompts, and messages a steering/follow-up poll returned, that never
-            entered the transcript because the run ended first (the Agent puts polled ones
-            back at the front of its queue).
-        turns: the batch statistics of each turn, in order.
-        error_message: the model's error, when the run ended on an ``error`` reply.
-    """
-
-    reason: ev.EndReason
-    messages: tuple[Message, ...]
-    steps: int
-    transcript: tuple[Message, ...]
-    undelivered: tuple[Message, ...] = ()
-    turns: tuple[ev.TurnStats, ...] = ()
-    error_message: str | None = None
-
-
 def _default_convert(messages: Sequence[Message]) -> tuple[Message, ...]:
     return tuple(m for m in messages if type(m) is not CustomMessage)
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        out: list[BaseException] = []
-        for inner in exc.exceptions:
-            out.extend(_leaves(inner))
-        return out
-    return [exc]
-
-
-def representative(exc: BaseException) -> BaseException:
-    """The one exception to raise for a (possibly grouped) failure.
-
-    Order: a non-``Exception`` (KeyboardInterrupt...) first, then an ``Exception``, then
-    ``Cancelled`` — so no library error and no Cancelled ever reaches a caller wrapped.
-    """
-    leaves = _leaves(exc)
-    for leaf in leaves:
-        if not isinstance(leaf, Exception | trio.Cancelled):
-            return leaf
-    for leaf in leaves:
-        if isinstance(leaf, Exception):
-            return leaf
-    return leaves[0]
 
 
 class _SinkFailure(BaseException):

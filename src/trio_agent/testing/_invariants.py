@@ -25,13 +25,13 @@ import attrs
 from .. import _events as ev
 from .._errors import TranscriptFormatError
 from .._messages import AssistantMessage, Message, ToolCall, ToolResultMessage
+from .._pairing import transcript_violations
 from .._serde import dumps, loads
-from .._transcript import transcript_violations
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._hooks import Context
+    from .._config import Context
     from .._loop import AgentRunResult
     from .._model import ModelRequest
 

@@ -38,8 +38,7 @@ import attrs
 import trio
 
 from .. import _events as ev
-from .._errors import AgentRunError
-from .._hooks import (
+from .._config import (
     AfterToolCallContext,
     AfterToolCallResult,
     BeforeToolCallContext,
@@ -49,6 +48,7 @@ from .._hooks import (
     NextTurn,
     TurnContext,
 )
+from .._errors import AgentRunError
 from .._loop import AgentRun, AgentRunResult, open_agent_loop, run_agent_loop
 from .._messages import (
     AssistantMessage,

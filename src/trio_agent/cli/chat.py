@@ -32,25 +32,25 @@ from typing import TYPE_CHECKING, Any, TextIO
 import attrs
 import trio
 
-from . import _events as ev
-from ._agent import Agent, open_agent
-from ._demo_view import LiveView, Output, wants_color
-from ._errors import AgentRunError, AgentUsageError, TranscriptFormatError
-from ._hooks import LoopConfig
-from ._jsonl import JsonlTranscript
-from ._messages import UserMessage
-from ._model import ModelOptions
-from .providers import Anthropic, OpenAIChat
-from .replay import RecordingModel
-from .tools import workspace
+from .. import _events as ev
+from .._agent import Agent, open_agent
+from .._config import LoopConfig
+from .._errors import AgentRunError, AgentUsageError, TranscriptFormatError
+from .._jsonl import JsonlTranscript
+from .._messages import UserMessage
+from .._model import ModelOptions
+from ..providers import Anthropic, OpenAIChat
+from ..replay import RecordingModel
+from ..tools import workspace
+from ._render import LiveView, Output, wants_color
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncIterator, Sequence
 
-    from ._model import Model
-    from ._tools import Tool
-    from .mcp import McpServer
+    from .._model import Model
+    from .._tools import Tool
+    from ..mcp import McpServer
 
 __all__ = ["add_arguments", "run", "run_chat"]
 
@@ -332,7 +332,7 @@ def _mcp_servers(args: argparse.Namespace, transcript: Path) -> list[McpServer]:
     ImportError when the MCP extra is not installed (only when one is asked for)."""
     if not args.mcp and not args.mcp_url:
         return []
-    from .mcp import StdioServer, StreamableHttpServer
+    from ..mcp import StdioServer, StreamableHttpServer
 
     servers: list[McpServer] = []
     stderr = f"{transcript}.mcp.log"
@@ -356,7 +356,7 @@ async def _main(
 ) -> int:
     if not servers:
         return await _chat(args, model, folder, transcript, ())
-    from .mcp import McpServerError, open_mcp_tools
+    from ..mcp import McpServerError, open_mcp_tools
 
     try:
         # Every server process ends with this block, also on Ctrl-C.

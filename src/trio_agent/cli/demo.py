@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 import attrs
 import trio
 
+from .._config import Context
+from .._errors import AgentRunError, AgentUsageError, TranscriptFormatError
+from .._jsonl import JsonlTranscript
+from .._loop import AgentRun, open_agent_loop
+from .._messages import UserMessage
+from ..tools import workspace
 from ._demo_script import SYSTEM_PROMPT, PacedModel, demo_model, prompt_for
-from ._demo_view import JsonView, LiveView, Output, wants_color
-from ._errors import AgentRunError, AgentUsageError, TranscriptFormatError
-from ._hooks import Context
-from ._jsonl import JsonlTranscript
-from ._loop import AgentRun, open_agent_loop
-from ._messages import UserMessage
-from .tools import workspace
+from ._render import JsonView, LiveView, Output, wants_color
 
 if TYPE_CHECKING:
     import argparse

@@ -4,7 +4,7 @@ Exit codes: 0 success; 1 the command ran and found a problem (``check``: a trans
 that does not load or is not paired; ``replay``: a session that diverges from its
 cassette); 2 bad usage; 130 interrupted by Ctrl-C.
 
-Each sub-command lives in its own ``_cmd_<name>`` module with two functions:
+Each sub-command lives in its own module ``trio_agent.cli.<name>`` with two functions:
 ``add_arguments(parser)`` and ``run(args) -> int``.
 """
 
@@ -23,12 +23,12 @@ __all__ = ["main"]
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("trio_agent._cmd_demo", "run an offline scripted session and show it live"),
-    "check": ("trio_agent._cmd_check", "check (and repair) a JSONL transcript"),
-    "bench": ("trio_agent._cmd_bench", "run the benchmarks against a bare trio floor"),
-    "chat": ("trio_agent._cmd_chat", "chat with a real model that uses the workspace tools"),
+    "demo": ("trio_agent.cli.demo", "run an offline scripted session and show it live"),
+    "check": ("trio_agent.cli.check", "check (and repair) a JSONL transcript"),
+    "bench": ("trio_agent.cli.bench", "run the benchmarks against a bare trio floor"),
+    "chat": ("trio_agent.cli.chat", "chat with a real model that uses the workspace tools"),
     "replay": (
-        "trio_agent._cmd_replay",
+        "trio_agent.cli.replay",
         "re-run a recorded chat offline, report divergence",
     ),
 }
@@ -66,7 +66,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         raise
     return code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

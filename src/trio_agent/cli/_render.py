@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import trio
 
-from . import _events as ev
-from ._messages import AssistantMessage, ToolResultMessage, UserMessage
-from ._serde import event_to_json
+from .. import _events as ev
+from .._messages import AssistantMessage, ToolResultMessage, UserMessage
+from .._serde import event_to_json
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
