@@ -1,8 +1,21 @@
 """trio-agent: a trio-native agent loop runtime.
 
-The implementation lives in private modules (``_messages``, ``_events``, ``_loop``...);
-this module only re-exports the public names. ``trio_agent.testing`` is the public test
-kit, ``trio_agent.providers`` the HTTP models, ``trio_agent.tools`` the workspace tools.
+This module only re-exports the public names. Where things live, layer by layer (a module
+imports only from its own layer or the ones before it; ``tests/test_layering.py`` checks):
+
+- values: ``_util`` (maybe_await, make_result, representative), ``_errors``,
+  ``_messages``, ``_events``, ``_serde`` (JSON), ``_model`` (the model protocol),
+  ``_tools``, ``_config`` (Context, LoopConfig, hook contexts, AgentRunResult);
+- rules: ``_arguments``, ``_conversion``, ``_tool_decorator`` (``@tool``), ``_policy``
+  (the stop-reason table), ``_blocks`` (what a reply that ends early keeps);
+- loop: ``_stream`` (one reply), ``_batch`` (one batch of calls: the batch nursery),
+  ``_runner`` (one run's state machine), ``_loop`` (run_agent_loop, open_agent_loop);
+- agent: ``_agent`` (Agent, open_agent);
+- disk: ``_pairing`` (check_transcript, repair), ``_jsonl`` (JSONL transcripts);
+- edges: ``trio_agent.providers`` (HTTP models), ``trio_agent.tools`` (workspace tools),
+  ``trio_agent.mcp``, ``trio_agent.replay`` (cassettes);
+- test kit: ``trio_agent.testing``;
+- command line: ``trio_agent.cli`` (``trio-agent``).
 """
 
 from ._agent import Agent as Agent

@@ -126,7 +126,8 @@ class LoopConfig:
         convert_to_llm: shapes the transcript for the model, per request (default: drop
             ``CustomMessage``).
         transform_context: runs before ``convert_to_llm``, per request.
-        before_tool_call / after_tool_call: per-call hooks (see SPEC §4).
+        before_tool_call / after_tool_call: per-call hooks: before a call runs (may
+            block it with a reason) and after it ran (may replace its result).
         get_steering_messages / get_follow_up_messages: queue polls.
         prepare_next_turn: swap context, model or options before the next request.
         should_stop_after_turn: end the run (reason ``stopped``) after a turn.

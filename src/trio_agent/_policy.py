@@ -2,7 +2,7 @@
 
 Theory of operation: after each reply the loop asks :func:`decide` what to do. The answer
 is data — run the calls, or give each distinct call a skipped result — plus whether the
-run ends and why. This is SPEC §4's stop-reason table, row by row:
+run ends and why. This is the stop-reason table, row by row:
 
 ============================  ===========  ==================================  ============
 stop reason and content        tools run    results appended                    next

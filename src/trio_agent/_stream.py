@@ -9,9 +9,9 @@ N deltas cost O(total size), never O(N²). Joining also rejoins a UTF-16 surroga
 whose halves arrived in separate deltas.
 
 The final message is the ``Done``/``Error`` event's message: block events are for live
-display. Malformed streams are tolerated where SPEC §2 says so (block events before
-``Start``, a second terminal event) and become an ``error`` message otherwise — also a
-terminal event carrying something that is not an ``AssistantMessage``, and a stop
+display. Malformed streams are tolerated where nothing is lost (block events before
+``Start``; a second terminal event, which is ignored) and become an ``error`` message
+otherwise — also a terminal event carrying something that is not an ``AssistantMessage``, and a stop
 reason outside ``StopReason`` (an ``error`` reply naming it, its content kept).
 """
 

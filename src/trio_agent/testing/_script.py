@@ -830,7 +830,8 @@ class ScriptRig:
 @final
 @attrs.frozen(kw_only=True, repr=False)
 class ScriptRun:
-    """What one run of a script did. ``check()`` asserts every invariant of SPEC §9."""
+    """What one run of a script did. ``check()`` asserts every run invariant
+    (those of :func:`assert_run_invariants`, and no task left alive)."""
 
     script: Script
     result: AgentRunResult
