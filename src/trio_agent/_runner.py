@@ -7,15 +7,12 @@ messages it appended, the messages polled but not yet appended (``pending``), th
 progress (``turn_open``/``turn_message``/``turn_results``), the reply being streamed
 (``acc``) and the tool batch being run (``batch``) — updated *synchronously*, before
 any event about it is emitted (so code that reads the state — the Agent's
-``state`` — never lags the events). Events are delivered afterwards, one at a time, to
-the ``on_event`` sink, then on the channel (``send``). A cancel that interrupts a
-delivery puts what is left of it — and every later event of the same emit — on a
-``redo`` list, delivered first next time (update events excepted). An ``on_event`` call
-counts as made once it has been called, even if cancelled part-way (the sink may
-already hold the event: redoing it would deliver it twice); a cancelled ``send``
-delivered nothing and is retried. Whatever ends the run, at whatever checkpoint — the
-run's own cancel scope (``abort``), the caller's cancel scope, an exception — ``_close``
-can read the state, give every unanswered call a result, and queue the closing events.
+``state`` — never lags the events). Events are delivered afterwards by
+``_sink.EventDelivery`` (to the ``on_event`` sink, then the channel; each exactly once,
+in order, whatever cancels a delivery — see there). Whatever ends the run, at whatever
+checkpoint — the run's own cancel scope (``abort``), the caller's cancel scope, an
+exception — ``_close`` can read the state, give every unanswered call a result, and
+queue the closing events.
 That is the pairing invariant: it never depends on how far an ``await`` got. After an
 abort or an outer cancel, the closing events are delivered within
 ``LoopConfig.cleanup_timeout`` (a stuck sink cannot keep the run from ending).
@@ -34,8 +31,7 @@ after the clean-up, never wrapped in an exception group.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -54,26 +50,19 @@ from ._messages import (
 )
 from ._model import Model, ModelOptions, ModelRequest, ToolSpec
 from ._policy import Decision, decide
+from ._sink import EventDelivery, OnEvent, SinkFailure
 from ._stream import StreamAccumulator
 from ._util import make_result, maybe_await, representative
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
 __all__ = ["OnEvent", "Runner"]
 
-OnEvent = Callable[[ev.AgentEvent], Awaitable[None] | None]
-_DROPPABLE = (ev.MessageUpdate, ev.ToolExecutionUpdate)
 
 
 def _default_convert(messages: Sequence[Message]) -> tuple[Message, ...]:
     return tuple(m for m in messages if type(m) is not CustomMessage)
-
-
-class _SinkFailure(BaseException):
-    """The event sink raised; carried as a BaseException so that the stream code's
-    ``except Exception`` (a provider failing) cannot mistake it for a model error."""
-
-    def __init__(self, original: Exception) -> None:
-        super().__init__(original)
-        self.original = original
 
 
 class Runner:
@@ -91,11 +80,9 @@ class Runner:
         "acc_start_emitted",
         "batch",
         "call_ids",
-        "closing_scope",
         "config",
         "context",
         "ended",
-        "has_sink",
         "interrupt_pending",
         "interrupt_requested",
         "last_all_terminate",
@@ -103,15 +90,11 @@ class Runner:
         "model",
         "new_messages",
         "next_suffix",
-        "on_event",
         "options",
         "pending",
-        "redo",
         "result",
         "scope",
-        "send",
-        "send_dead",
-        "sink_dead",
+        "sink",
         "steps",
         "stream_scope",
         "token",
@@ -148,12 +131,7 @@ class Runner:
         self.context = context
         self.model = model
         self.options: ModelOptions = config.model_options
-        self.on_event = on_event
-        self.send = send
-        # Whether events are built and delivered at all (see ``listen``).
-        self.has_sink = on_event is not None or send is not None
-        self.sink_dead = False  # on_event raised: it gets nothing more
-        self.send_dead = False  # the consumer closed the channel
+        self.sink = EventDelivery(on_event, send, self._consumer_gone)
         self.scope = trio.CancelScope()
         self.token = trio.lowlevel.current_trio_token()
 
@@ -180,16 +158,12 @@ class Runner:
         self.acc_start_emitted = False
         self.stream_scope: trio.CancelScope | None = None
         self.batch: Batch | None = None
-        # Events whose delivery was interrupted; True once on_event was called for it
-        # (only the channel send is left).
-        self.redo: list[tuple[ev.AgentEvent, bool]] = []
         self.aborted = False
         self.abort_reason: str | None = None
         self.interrupt_requested = False
         self.interrupt_pending = False
         self.last_all_terminate = False  # every result of the last batch set terminate
         self.ended = False
-        self.closing_scope: trio.CancelScope | None = None
         self.result: AgentRunResult | None = None
         self._tool_specs: tuple[ToolSpec, ...] | None = None
 
@@ -200,7 +174,7 @@ class Runner:
             # The run is delivering its closing events: what is left goes out within
             # cleanup_timeout (a stuck consumer cannot keep the run from ending).
             self.aborted = True
-            closing = self.closing_scope
+            closing = self.sink.closing_scope
             if closing is not None:
                 closing.deadline = min(
                     closing.deadline, trio.current_time() + self.config.cleanup_timeout
@@ -242,68 +216,19 @@ class Runner:
 
     # --- events -------------------------------------------------------------------------
 
+    # --- state changes (synchronous) ----------------------------------------------------
+
     def listen(self, listening: bool) -> None:
         """Build and deliver events from now on, or stop (the Agent listens while it has
         subscribers: a run that nobody watches builds no event at all)."""
-        self.has_sink = listening and (self.on_event is not None or self.send is not None)
+        self.sink.listen(listening)
         if self.batch is not None:
-            self.batch._has_sink = self.has_sink
+            self.batch._has_sink = self.sink.listening
 
-    async def emit(self, *events: ev.AgentEvent) -> None:
-        """Deliver events in order; what a cancel interrupts goes on the redo list.
-
-        Several tasks may emit at once (the calls of a batch): how far a delivery got is
-        kept in local variables, never on the runner.
-        """
-        if not self.has_sink:
-            return
-        queue: Sequence[tuple[ev.AgentEvent, bool]] | None = None
-        if self.redo:
-            queue = [*self.redo, *((e, False) for e in events)]
-            self.redo = []
-        on_event = self.on_event
-        send = self.send
-        for i in range(len(queue) if queue is not None else len(events)):
-            if queue is not None:
-                event, called = queue[i]
-            else:
-                event, called = events[i], False
-            try:
-                if not called:
-                    called = True
-                    if on_event is not None and not self.sink_dead:
-                        try:
-                            result = on_event(event)
-                            if result is not None:
-                                await result
-                        except Exception as exc:
-                            raise _SinkFailure(exc) from exc
-                if send is not None and not self.send_dead:
-                    try:
-                        await send.send(event)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        self.send_dead = True
-                        self.abort("the event consumer closed the channel")
-            except BaseException:
-                if queue is None:
-                    queue = [(e, False) for e in events]
-                self._owe(queue, i)
-                raise
-
-    def _owe(self, queue: Sequence[tuple[ev.AgentEvent, bool]], i: int) -> None:
-        """The delivery of ``queue[i]`` was interrupted: keep what is left for later.
-
-        The interrupted event is kept only if its channel ``send`` is still owed (its
-        ``on_event`` call, made, counts as delivered); update events are not kept.
-        """
-        event = queue[i][0]
-        if self.send is not None and not self.send_dead and not isinstance(event, _DROPPABLE):
-            self.redo.append((event, True))
-        self.redo.extend(e for e in queue[i + 1 :] if not isinstance(e[0], _DROPPABLE))
-
-    async def _flush(self) -> None:
-        if self.redo:
-            await self.emit()
+    @property
+    def has_sink(self) -> bool:
+        """Whether events are built and delivered at all (see :meth:`listen`)."""
+        return self.sink.listening
 
     # --- state changes (synchronous) ----------------------------------------------------
 
@@ -395,8 +320,7 @@ class Runner:
         )
         self.pending = []
         events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))
-        if self.has_sink:
-            self.redo.extend((e, False) for e in events)
+        self.sink.owe(events)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -408,8 +332,8 @@ class Runner:
         # Everything is re-raised below, once the transcript is paired.
         except BaseException as exc:  # noqa: ASYNC103, ASYNC104
             failure = representative(exc)
-        if isinstance(failure, _SinkFailure):
-            self.sink_dead = True
+        if isinstance(failure, SinkFailure):
+            self.sink.sink_dead = True
             failure = failure.original
         if failure is None or not isinstance(failure, Exception):
             # Finished, aborted through the run's own scope, or stopped by an outer cancel
@@ -429,39 +353,16 @@ class Runner:
         return self.result
 
     async def _deliver_closing(self, cancelled: bool = False) -> None:
-        """Deliver the closing events.
+        assert self.result is not None
+        await self.sink.close(
+            self.result,
+            bound=self.config.cleanup_timeout,
+            cancelled=cancelled,
+            aborted=self.aborted,
+        )
 
-        After an abort, within ``cleanup_timeout``; after an outer cancel (``cancelled``),
-        within ``cleanup_timeout`` under a shield — a stuck consumer cannot keep the run
-        from ending, and a consumer that takes events in time gets them all. Otherwise
-        with no bound (the consumer's backpressure), unless a cancel or an abort arrives
-        meanwhile, which bounds what is left the same way.
-        """
-        if not self.redo:
-            return
-        bound = self.config.cleanup_timeout
-        try:
-            try:
-                with trio.CancelScope(shield=cancelled) as scope:
-                    self.closing_scope = scope
-                    if cancelled or self.aborted:
-                        scope.deadline = trio.current_time() + bound
-                    await self._flush()
-                self.closing_scope = None
-            except trio.Cancelled:
-                self.closing_scope = None
-                with trio.move_on_after(bound, shield=True):
-                    await self._flush()
-                raise
-        except _SinkFailure as exc:
-            # The sink failed while the run was closing: the run's own failure (if any)
-            # is what the caller hears about; a failure here is reported on its own.
-            self.sink_dead = True
-            assert self.result is not None
-            raise AgentRunError(
-                f"the event sink failed: {type(exc.original).__name__}: {exc.original}",
-                self.result,
-            ) from exc.original
+    def _consumer_gone(self) -> None:
+        self.abort("the event consumer closed the channel")
 
     async def _checkpoint_abort(self) -> None:
         if self.aborted:
@@ -497,11 +398,11 @@ class Runner:
 
     async def _end(self, reason: ev.EndReason) -> None:
         self._close(reason)
-        await self._flush()
+        await self.sink.flush()
 
     async def _main(self) -> None:
         config = self.config
-        await self.emit(ev.AgentStart())
+        await self.sink.emit(ev.AgentStart())
         await self._checkpoint_abort()
         await self._poll_steering()
         first = True
@@ -590,7 +491,7 @@ class Runner:
         pending, self.pending = self.pending, []
         for message in pending:
             events.extend(self._append(message))
-        await self.emit(*events)
+        await self.sink.emit(*events)
         while True:
             messages = await self._llm_messages()
             if not self.interrupt_pending:
@@ -598,7 +499,7 @@ class Runner:
             # Interrupted before the request went out: it takes the steering first.
             await self._poll_steering()
             pending, self.pending = self.pending, []
-            await self.emit(*(e for m in pending for e in self._append(m)))
+            await self.sink.emit(*(e for m in pending for e in self._append(m)))
         request = self._request(messages)
         await self._checkpoint_abort()
         self.steps += 1
@@ -621,7 +522,7 @@ class Runner:
         self.turn_open = False
         self.turns.append(self.turn_stats)
         if self.has_sink:
-            await self.emit(
+            await self.sink.emit(
                 ev.TurnEnd(
                     message=message,
                     tool_results=tuple(self.turn_results),
@@ -649,9 +550,9 @@ class Runner:
                         if self.has_sink:
                             if not self.acc_start_emitted and acc.started:
                                 self.acc_start_emitted = True
-                                await self.emit(ev.MessageStart(message=acc.empty()))
+                                await self.sink.emit(ev.MessageStart(message=acc.empty()))
                             if show:
-                                await self.emit(
+                                await self.sink.emit(
                                     ev.MessageUpdate(message=acc.snapshot(), event=event)
                                 )
                         if acc.final is not None:
@@ -679,7 +580,7 @@ class Runner:
                 self.acc_start_emitted = True
                 closing.append(ev.MessageStart(message=acc.empty()))
             closing.append(ev.MessageEnd(message=message))
-            await self.emit(*closing)
+            await self.sink.emit(*closing)
         return message
 
     def _fresh_ids(self, message: AssistantMessage) -> AssistantMessage:
@@ -741,7 +642,7 @@ class Runner:
         for result in results:
             events.extend(self._append(result))
         self.turn_results.extend(results)
-        await self.emit(*events)
+        await self.sink.emit(*events)
 
     async def _run_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> None:
         context = self.context
@@ -753,7 +654,7 @@ class Runner:
             calls=calls,
             context=context,
             config=self.config,
-            emit=self.emit,
+            emit=self.sink.emit,
             has_sink=self.has_sink,
             append=self._append,
         )
@@ -770,7 +671,7 @@ class Runner:
         for result in batch.take_unappended():
             events.extend(self._append(result))
         self.turn_results.extend(results)
-        await self.emit(*events)
+        await self.sink.emit(*events)
         if self.aborted:
             await self._checkpoint_abort()
 
