@@ -31,7 +31,7 @@ after the clean-up, never wrapped in an exception group.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OnEvent", "Runner"]
 
+Interrupt = Literal["none", "pending", "requested"]
+
 
 
 def _default_convert(messages: Sequence[Message]) -> tuple[Message, ...]:
@@ -83,8 +85,7 @@ class Runner:
         "config",
         "context",
         "ended",
-        "interrupt_pending",
-        "interrupt_requested",
+        "interrupting",
         "last_all_terminate",
         "llm_view",
         "model",
@@ -160,8 +161,10 @@ class Runner:
         self.batch: Batch | None = None
         self.aborted = False
         self.abort_reason: str | None = None
-        self.interrupt_requested = False
-        self.interrupt_pending = False
+        # An interrupt in progress: "requested" while it cancels the reply being
+        # streamed, "pending" when it came between a reply and its batch (or while a
+        # turn was set up) and waits for the next steering poll or batch.
+        self.interrupting: Interrupt = "none"
         self.last_all_terminate = False  # every result of the last batch set terminate
         self.ended = False
         self.result: AgentRunResult | None = None
@@ -208,10 +211,10 @@ class Runner:
             _interrupt_batch(self.batch)
             return True
         if self.stream_scope is not None:
-            self.interrupt_requested = True
+            self.interrupting = "requested"
             self.stream_scope.cancel()
             return True
-        self.interrupt_pending = True
+        self.interrupting = "pending"
         return True
 
     # --- events -------------------------------------------------------------------------
@@ -364,13 +367,18 @@ class Runner:
     def _consumer_gone(self) -> None:
         self.abort("the event consumer closed the channel")
 
+    def _interrupt_is(self, state: Interrupt) -> bool:
+        # A call, not an inline comparison: another task changes the state across awaits.
+        return self.interrupting == state
+
     async def _checkpoint_abort(self) -> None:
         if self.aborted:
             self.scope.cancel()
         await trio.lowlevel.checkpoint_if_cancelled()
 
     async def _poll_steering(self) -> None:
-        self.interrupt_pending = False  # this poll delivers what an interrupt wanted
+        if self.interrupting == "pending":
+            self.interrupting = "none"  # this poll delivers what an interrupt wanted
         await self._poll(self.config.get_steering_messages)
 
     async def _poll(self, hook: Callable[[], Any] | None) -> None:
@@ -494,7 +502,7 @@ class Runner:
         await self.sink.emit(*events)
         while True:
             messages = await self._llm_messages()
-            if not self.interrupt_pending:
+            if self.interrupting != "pending":
                 break
             # Interrupted before the request went out: it takes the steering first.
             await self._poll_steering()
@@ -504,10 +512,10 @@ class Runner:
         await self._checkpoint_abort()
         self.steps += 1
         message = await self._stream(request)
-        if self.interrupt_requested:
+        if self.interrupting == "requested":
             # An interrupted reply is kept (stop reason aborted) but the run goes on:
             # its calls are skipped and the steering poll delivers what interrupted it.
-            self.interrupt_requested = False
+            self.interrupting = "none"
             calls = tuple({c.id: c for c in message.tool_calls}.values())
             decision = Decision(
                 action="skip" if calls else "none", calls=calls, skip_why="interrupted by user"
@@ -535,7 +543,8 @@ class Runner:
         acc = StreamAccumulator()
         self.acc = acc
         self.acc_start_emitted = False
-        self.interrupt_requested = False
+        if self.interrupting == "requested":
+            self.interrupting = "none"
         idle = self.config.stream_idle_timeout
         with trio.CancelScope() as scope:
             self.stream_scope = scope
@@ -564,7 +573,7 @@ class Runner:
                     acc.fail(f"the model stream failed: {type(exc).__name__}: {exc}")
         self.stream_scope = None
         if scope.cancelled_caught and acc.final is None:
-            if self.interrupt_requested:
+            if self._interrupt_is("requested"):  # set by interrupt() meanwhile
                 acc.fail("interrupted by user", "aborted")
             else:
                 acc.fail(f"the model stream was silent for {idle:g}s (stream_idle_timeout)")
@@ -659,8 +668,8 @@ class Runner:
             append=self._append,
         )
         self.batch = batch
-        if self.interrupt_pending:
-            self.interrupt_pending = False
+        if self.interrupting == "pending":
+            self.interrupting = "none"
             _interrupt_batch(batch)
         await batch.run()
         events = batch.finish_unfinished()
