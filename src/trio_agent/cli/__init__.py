@@ -15,6 +15,8 @@ import importlib
 import sys
 from typing import TYPE_CHECKING
 
+from ._common import INTERRUPTED
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import ModuleType
@@ -59,10 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = _module(args.command).run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BaseExceptionGroup as group:
         if group.subgroup(KeyboardInterrupt) is not None:
             print("interrupted", file=sys.stderr)
-            return 130
+            return INTERRUPTED
         raise
     return code

@@ -24,7 +24,6 @@ import os
 import re
 import signal
 import sys
-import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -42,6 +41,7 @@ from .._model import ModelOptions
 from ..providers import Anthropic, OpenAIChat
 from ..replay import RecordingModel
 from ..tools import workspace
+from ._common import state_file
 from ._render import LiveView, Output, wants_color
 
 if TYPE_CHECKING:
@@ -307,11 +307,7 @@ def _transcript_path(chosen: Path | None) -> Path:
     if chosen is not None:
         chosen.parent.mkdir(parents=True, exist_ok=True)
         return chosen
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    name = f"chat-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
-    path = Path(base) / "trio-agent" / "chat" / name
+    path = state_file("chat")
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
