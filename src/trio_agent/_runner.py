@@ -49,7 +49,7 @@ from ._messages import (
     as_prompts,
 )
 from ._model import Model, ModelOptions, ModelRequest, ToolSpec
-from ._policy import Decision, decide
+from ._policy import Decision, decide, interrupted, natural_end
 from ._sink import EventDelivery, OnEvent, SinkFailure
 from ._stream import StreamAccumulator
 from ._util import make_result, maybe_await, representative
@@ -444,9 +444,7 @@ class Runner:
             await self._poll(config.get_follow_up_messages)
             if self.pending:
                 continue
-            if self.turn_message is not None and self.turn_message.stop_reason == "aborted":
-                return await self._end("aborted")
-            return await self._end("terminated" if last_terminated else "stop")
+            return await self._end(natural_end(self.turn_message, terminated=last_terminated))
 
     def _apply_next_turn(self, nxt: NextTurn) -> None:
         if nxt.context is not None:
@@ -516,10 +514,7 @@ class Runner:
             # An interrupted reply is kept (stop reason aborted) but the run goes on:
             # its calls are skipped and the steering poll delivers what interrupted it.
             self.interrupting = "none"
-            calls = tuple({c.id: c for c in message.tool_calls}.values())
-            decision = Decision(
-                action="skip" if calls else "none", calls=calls, skip_why="interrupted by user"
-            )
+            decision = interrupted(message)
         else:
             decision = decide(message, continue_after_length=config.continue_after_length)
         self.last_all_terminate = False
