@@ -125,8 +125,6 @@ def layering_violations(graph: dict[str, set[str]]) -> list[str]:
         mine = layer_of(module)
         for target in sorted(targets):
             theirs = layer_of(target)
-            # A package's own modules belong to it: ``tools._files`` importing its package
-            # ``tools`` is not a step up.
             if theirs > mine:
                 out.append(
                     f"{module} ({LAYERS[mine][0]}) imports {target} ({LAYERS[theirs][0]})"
@@ -171,21 +169,6 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return cycles
 
 
-def package_edges(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The graph without the edges from a package's ``__init__`` to its own modules and
-    back: a package re-exporting its modules, and those modules importing a sibling
-    through ``from . import x``, is one unit, not a cycle."""
-    out: dict[str, set[str]] = {}
-    for module, targets in graph.items():
-        kept = set()
-        for target in targets:
-            if module != "__init__" and target == module.rpartition(".")[0]:
-                continue  # a module importing its own package's __init__ (a sibling)
-            kept.add(target)
-        out[module] = kept
-    return out
-
-
 def test_every_module_has_a_layer() -> None:
     graph = import_graph(SRC)
     assert {"__init__", "_runner", "_batch", "cli", "testing"} <= set(graph)
@@ -198,7 +181,7 @@ def test_no_module_imports_from_a_layer_above() -> None:
 
 
 def test_no_import_cycle() -> None:
-    assert import_cycles(package_edges(import_graph(SRC))) == []
+    assert import_cycles(import_graph(SRC)) == []
 
 
 def test_the_check_sees_type_checking_and_function_level_imports(tmp_path: Path) -> None:
@@ -220,7 +203,7 @@ def test_the_check_sees_type_checking_and_function_level_imports(tmp_path: Path)
         "_errors (values) imports _loop (loop)",
         "_messages (values) imports cli (command line)",
     ]
-    assert import_cycles(package_edges(graph)) == [["_errors", "_loop"], ["_messages", "cli"]]
+    assert import_cycles(graph) == [["_errors", "_loop"], ["_messages", "cli"]]
 
 
 @pytest.mark.parametrize("module", ["_runner", "_agent"])
