@@ -39,8 +39,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("agent", ("_queues", "_fanout", "_agent")),
     ("disk", ("_pairing", "_jsonl")),
     ("facade", ("__init__",)),
-    ("edges", ("providers", "tools", "mcp", "replay")),
+    ("edges", ("providers", "tools", "mcp", "replay", "telemetry")),
     ("test kit", ("testing",)),
+    # Fleets of runs; its demo tasks use the test kit's ScriptedModel.
+    ("fleet", ("fleet",)),
     ("command line", ("cli",)),
 )
 
