@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from trio_agent._bench.suite import main
-from trio_agent._cmd_bench import add_arguments
+from trio_agent.cli.bench import add_arguments
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(

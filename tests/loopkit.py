@@ -11,7 +11,7 @@ from trio_agent import (
     AgentEvent,
     AssistantMessage,
     Context,
-    MessageEnd,
+    ModelRequest,
     Text,
     Tool,
     ToolCall,
@@ -20,6 +20,7 @@ from trio_agent import (
     UserMessage,
     check_transcript,
 )
+from trio_agent.testing import assert_run_invariants
 
 ANY_OBJECT: Mapping[str, Any] = {"type": "object"}
 
@@ -110,16 +111,22 @@ def assert_paired(messages: Sequence[Any]) -> None:
     check_transcript(messages)
 
 
-def assert_consistent(result: Any, events: Sequence[AgentEvent]) -> None:
-    """Exactly one AgentEnd, last; MessageEnds equal result.messages; transcript paired."""
-    ends = [e for e in events if e.type == "agent_end"]
-    assert len(ends) == 1, [e.type for e in events]
-    assert events[-1].type == "agent_end"
-    assert tuple(e.message for e in events if isinstance(e, MessageEnd)) == result.messages
-    assert ends[0].reason == result.reason
-    starts = sum(e.type == "turn_start" for e in events)
-    assert starts == sum(e.type == "turn_end" for e in events)
-    check_transcript(result.transcript)
+def assert_consistent(
+    result: Any, events: Sequence[AgentEvent], requests: Sequence[ModelRequest]
+) -> None:
+    """The public :func:`assert_run_invariants` on a finished run.
+
+    ``requests`` are the model's (``ScriptedModel.requests``). The context the run started
+    from is read back from the result: the transcript is that context's messages followed
+    by ``result.messages`` (a run whose ``prepare_next_turn`` swapped the context is
+    checked without that part).
+    """
+    new = len(result.messages)
+    transcript = tuple(result.transcript)
+    kept = transcript[: len(transcript) - new]
+    swapped = transcript[len(kept) :] != tuple(result.messages)
+    before = Context(messages=() if swapped else kept)
+    assert_run_invariants(result, events, requests, before, context_swapped=swapped)
 
 
 async def abort_when_reached(

@@ -244,7 +244,7 @@ async def test_bad_result_content_is_that_calls_error(
     assert text.startswith("tool result content")
     assert says in text
     assert ends["c2"].outcome == "ok"  # the sibling is untouched
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
     loaded = load_transcript(path)
     assert loaded.torn_line is None
     assert list(loaded.messages) == list(result.messages)
@@ -322,7 +322,7 @@ async def test_an_unknown_stop_reason_is_an_error_reply(tmp_path: Path) -> None:
     assert last.content == filtered.content  # partial content kept
     # Its call got a skipped result; nothing ran.
     assert [type(m) for m in result.messages] == [UserMessage, AssistantMessage, ToolResultMessage]
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
     loaded = load_transcript(path)
     assert list(loaded.messages) == list(result.messages)
     check_transcript(loaded.messages)
@@ -371,7 +371,8 @@ async def test_a_terminal_event_without_an_assistant_message_is_a_malformed_stre
                 rec(event)
                 await sink(event)
 
-            result = await run_agent_loop(prompt(), ctx(), ScriptedModel([events]), on_event=both)
+            model = ScriptedModel([events])
+            result = await run_agent_loop(prompt(), ctx(), model, on_event=both)
     assert result.reason == "error"
     last = result.messages[-1]
     assert isinstance(last, AssistantMessage)
@@ -382,7 +383,7 @@ async def test_a_terminal_event_without_an_assistant_message_is_a_malformed_stre
     )
     assert last.content == (Text(text="half"),)  # partial content kept
     assert isinstance(rec.events[-1], AgentEnd)
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
     loaded = load_transcript(path)
     assert list(loaded.messages) == list(result.messages)
     assert main(["check", str(path)]) == 0
@@ -421,7 +422,7 @@ async def test_an_aborted_reply_names_its_unfinished_call() -> None:
     assert skipped.tool_call_id == "c1"
     assert skipped.is_error
     assert len(result.messages) == 3
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_a_stream_that_ends_early_names_its_unfinished_call() -> None:

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from trio_agent import _cmd_bench, cli
+from trio_agent import cli
 from trio_agent._bench import suite
 from trio_agent._bench._harness import Progress, Row, measure_case, rss_in_subprocess, tables
 from trio_agent._bench._peers import PEERS, missing_peers, peers_for
+from trio_agent.cli import bench as _cmd_bench
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -43,8 +43,8 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
+from trio_agent._pairing import transcript_violations
 from trio_agent._policy import decide
-from trio_agent._transcript import transcript_violations
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ async def test_an_id_reused_in_a_later_turn_gets_a_fresh_one() -> None:
     last_request = model.requests[-1]
     assert _ids(last_request.messages) == _ids(result.messages)
     check_transcript(result.transcript)
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
     # The events name the fresh id too.
     starts = [e.call_id for e in rec.of(ToolExecutionStart)]  # (declaration order)
     assert starts == ["call_0", "call_1", "call_0~2", "call_0~3", "call_1~2"]

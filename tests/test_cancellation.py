@@ -115,7 +115,7 @@ async def test_abort_mid_stream_keeps_partial_reply_and_skips_its_calls() -> Non
     assert tr.is_error
     assert "aborted" in tr.text
     assert [e.outcome for e in events if isinstance(e, ToolExecutionEnd)] == ["skipped"]
-    assert_consistent(result, events)
+    assert_consistent(result, events, model.requests)
 
 
 async def test_abort_mid_batch(autojump_clock: Any) -> None:
@@ -158,7 +158,7 @@ async def test_abort_mid_batch(autojump_clock: Any) -> None:
     assert outcomes == {"quick": "ok", "slow": "aborted", "slow2": "aborted"}
     assert {"finally slow", "finally slow2", "finally quick"} <= set(log)
     assert "end slow" not in log
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_abort_between_turns_makes_no_new_request(autojump_clock: Any) -> None:
@@ -184,7 +184,7 @@ async def test_abort_between_turns_makes_no_new_request(autojump_clock: Any) -> 
     result = run.result
     assert result is not None
     assert (result.reason, result.steps, len(model.requests)) == ("aborted", 1, 1)
-    assert_consistent(result, events)
+    assert_consistent(result, events, model.requests)
 
 
 async def test_abort_with_grace_lets_running_tools_finish(autojump_clock: Any) -> None:
@@ -199,7 +199,7 @@ async def test_abort_with_grace_lets_running_tools_finish(autojump_clock: Any) -
     assert trio.current_time() == pytest.approx(3)
     assert (result.reason, result.steps) == ("aborted", 1)
     assert not any(r.is_error for r in results_of(result.messages).values())
-    assert_consistent(result, events)
+    assert_consistent(result, events, model.requests)
 
 
 async def test_abort_grace_expires_and_cancels(autojump_clock: Any) -> None:
@@ -217,7 +217,7 @@ async def test_abort_grace_expires_and_cancels(autojump_clock: Any) -> None:
     assert not by_id["b"].is_error
     assert "finally a" in log
     assert (result.reason, len(model.requests)) == ("aborted", 1)
-    assert_consistent(result, events)
+    assert_consistent(result, events, model.requests)
 
 
 async def test_abort_from_another_thread() -> None:
@@ -245,7 +245,7 @@ async def test_abort_from_another_thread() -> None:
     assert result is not None
     assert (result.reason, len(model.requests)) == ("aborted", 1)
     assert "bye" in results_of(result.messages)["a"].text
-    assert_consistent(result, events)
+    assert_consistent(result, events, model.requests)
 
 
 async def test_abort_after_the_end_is_a_no_op() -> None:
@@ -388,7 +388,7 @@ async def test_block_events_before_start_are_an_implicit_start() -> None:
     result = await run_agent_loop(prompt(), ctx(), model, on_event=rec)
     assert result.reason == "stop"
     assert result.messages[-1] == final
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_a_single_done_is_a_valid_stream() -> None:
@@ -462,7 +462,7 @@ async def test_unfinished_tool_call_json_is_an_error_and_never_runs() -> None:
     assert assistant.error_message is not None
     assert "probe (a)" in assistant.error_message
     assert executed == []
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_error_event_is_kept_with_its_partial_content() -> None:
@@ -641,4 +641,4 @@ async def test_buffer_zero_backpressure_slows_the_run_and_drops_nothing(
         on_event=reference,
     )
     assert [e.type for e in received] == reference.types()
-    assert_consistent(run.result, received)
+    assert_consistent(run.result, received, model.requests)

@@ -20,9 +20,9 @@ from trio_agent import (
     load_transcript,
     write_transcript,
 )
-from trio_agent._cmd_check import describe
 from trio_agent._jsonl import HEADER_LINE
 from trio_agent.cli import main
+from trio_agent.cli.check import describe
 
 if TYPE_CHECKING:
     from pathlib import Path

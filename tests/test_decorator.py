@@ -32,7 +32,7 @@ from trio_agent import (
     tool,
 )
 from trio_agent._arguments import InvalidArguments
-from trio_agent._decorator import parse_docstring
+from trio_agent._tool_decorator import parse_docstring
 from trio_agent.testing import ScriptedModel
 
 

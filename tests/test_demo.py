@@ -24,11 +24,11 @@ from trio_agent import (
     TurnStats,
     check_transcript,
 )
-from trio_agent._cmd_demo import default_transcript_path, run_demo
-from trio_agent._demo_script import pick_files
-from trio_agent._demo_view import LiveView, Output, batch_line, describe_call
 from trio_agent._jsonl import load_transcript
 from trio_agent.cli import main
+from trio_agent.cli._demo_script import pick_files
+from trio_agent.cli._render import LiveView, Output, batch_line, describe_call
+from trio_agent.cli.demo import default_transcript_path, run_demo
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -386,8 +386,8 @@ async def test_live_view_spinner(autojump_clock: trio.abc.Clock) -> None:
 
 
 def test_json_is_unpaced_unless_asked() -> None:
-    from trio_agent._cmd_demo import DEFAULT_PACE, pace_of
     from trio_agent.cli import build_parser
+    from trio_agent.cli.demo import DEFAULT_PACE, pace_of
 
     def pace(*argv: str) -> float:
         return pace_of(build_parser().parse_args(["demo", *argv]))

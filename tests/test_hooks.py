@@ -107,7 +107,7 @@ async def test_a_blocked_call_never_executes() -> None:
     assert not by_id["yes"].is_error
     outcomes = {e.call_id: e.outcome for e in rec.of(ToolExecutionEnd)}
     assert outcomes == {"no": "blocked", "why": "blocked", "yes": "ok"}
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_replaced_arguments_are_validated_again() -> None:
@@ -428,7 +428,7 @@ async def test_sequential_results_are_appended_as_each_call_settles(
     assert results == ["a", "x", "b", "c"]
     (turn_end,) = [e for e in rec.events if e.type == "turn_end"][:1]
     assert [r.tool_call_id for r in turn_end.tool_results] == ["a", "x", "b", "c"]
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_parallel_results_still_wait_for_the_whole_batch(autojump_clock: Any) -> None:
@@ -475,7 +475,7 @@ async def test_an_abort_mid_sequential_batch_keeps_the_appended_results(
     ]
     texts = [m.text for m in result.messages if isinstance(m, ToolResultMessage)]
     assert texts == ["a slept", "Tool call aborted: enough.", "Tool call aborted: enough."]
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_one_sequential_tool_makes_a_mixed_batch_serial(autojump_clock: Any) -> None:
@@ -686,7 +686,7 @@ async def test_steering_arriving_during_a_batch_is_injected_after_it(autojump_cl
     ]
     assert steer in model.requests[1].messages
     assert model.requests[1].messages[-1] == steer
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_follow_up_extends_a_finished_run() -> None:
@@ -886,7 +886,7 @@ async def test_interrupt_between_reply_and_batch_cancels_the_batch() -> None:
     assert results_of(result.messages)["a"].text == "Tool call skipped: interrupted by user."
     assert [e.outcome for e in events if isinstance(e, ToolExecutionEnd)] == ["skipped"]
     assert (result.reason, result.steps) == ("stop", 2)
-    assert_consistent(result, events)
+    assert_consistent(result, events, model.requests)
 
 
 async def test_interrupt_during_a_stream_keeps_the_partial_reply(autojump_clock: Any) -> None:
@@ -909,7 +909,7 @@ async def test_interrupt_during_a_stream_keeps_the_partial_reply(autojump_clock:
     assert (first.stop_reason, first.text, first.tool_calls) == ("aborted", "lo", ())
     assert result.messages[2] == wait
     assert (result.reason, result.steps) == ("stop", 2)
-    assert_consistent(result, events)
+    assert_consistent(result, events, model.requests)
 
 
 async def test_interrupt_without_a_steering_hook_does_not_hang() -> None:
@@ -920,7 +920,7 @@ async def test_interrupt_without_a_steering_hook_does_not_hang() -> None:
             events = [e async for e in run.events]
     assert run.result is not None
     assert (run.result.reason, run.result.steps) == ("stop", 2)
-    assert_consistent(run.result, events)
+    assert_consistent(run.result, events, model.requests)
 
 
 async def test_a_tool_can_fail_with_details() -> None:

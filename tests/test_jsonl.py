@@ -59,8 +59,8 @@ from trio_agent import (
     write_transcript,
 )
 from trio_agent._jsonl import HEADER_LINE
+from trio_agent._pairing import transcript_violations
 from trio_agent._serde import message_to_json
-from trio_agent._transcript import transcript_violations
 from trio_agent.testing import ScriptedModel, messages
 
 if TYPE_CHECKING:

@@ -83,7 +83,7 @@ async def test_readme_round_trip_makes_two_requests() -> None:
     assert isinstance(tool_result, ToolResultMessage)
     assert tool_result.tool_call_id == "call-1"
     assert tool_result.text.startswith("# tiny-pi")
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_event_order_of_one_round_trip() -> None:
@@ -130,7 +130,7 @@ async def test_single_tool_round_trip_passes_call_and_progress() -> None:
     tr = result.messages[2]
     assert isinstance(tr, ToolResultMessage)
     assert (tr.tool_call_id, tr.text, tr.is_error) == ("c1", "probed", False)
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 @pytest.mark.parametrize(
@@ -160,18 +160,17 @@ async def test_non_executing_terminal_states(stop_reason: str, end_reason: str, 
     assert all(r.is_error and why in r.text for r in results)
     assert [e.outcome for e in rec.of(ToolExecutionEnd)] == ["skipped", "skipped"]
     assert len(rec.of(ToolExecutionStart)) == 2
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 @pytest.mark.parametrize("stop_reason", ["length", "error", "aborted"])
 async def test_terminal_states_without_calls(stop_reason: str) -> None:
     rec = Recorder()
-    result = await run_agent_loop(
-        prompt(), ctx(), ScriptedModel([reply("x", stop_reason)]), on_event=rec
-    )
+    model = ScriptedModel([reply("x", stop_reason)])
+    result = await run_agent_loop(prompt(), ctx(), model, on_event=rec)
     assert result.reason == stop_reason
     assert [m.role for m in result.messages] == ["user", "assistant"]
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_tool_use_without_calls_is_an_error() -> None:
@@ -226,7 +225,7 @@ async def test_parallel_completion_order_vs_transcript_order(autojump_clock: Any
     assert [r.tool_call_id for r in results] == ["slow", "fast", "mid"]
     # trio does not promise the order in which started tasks first run; the events do.
     assert sorted(log[:3]) == ["start fast", "start mid", "start slow"]
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_a_raising_tool_affects_only_its_own_result(autojump_clock: Any) -> None:
@@ -310,7 +309,7 @@ async def test_abort_after_the_tool_batch_keeps_results_and_stops(autojump_clock
     tr = result.messages[2]
     assert isinstance(tr, ToolResultMessage)
     assert not tr.is_error
-    assert_consistent(result, events)
+    assert_consistent(result, events, model.requests)
 
 
 async def test_max_steps_ends_the_run_keeping_the_last_results() -> None:
@@ -322,7 +321,7 @@ async def test_max_steps_ends_the_run_keeping_the_last_results() -> None:
     assert (result.reason, result.steps) == ("max_steps", 3)
     assert len(model.requests) == 3
     assert isinstance(result.messages[-1], ToolResultMessage)
-    assert_consistent(result, rec.events)
+    assert_consistent(result, rec.events, model.requests)
 
 
 async def test_default_max_steps_is_32() -> None:

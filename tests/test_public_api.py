@@ -21,10 +21,14 @@ PUBLIC_MODULES = [
 @pytest.mark.parametrize("name", PUBLIC_MODULES)
 def test_all_is_sorted_and_complete(name: str) -> None:
     module = importlib.import_module(name)
+    # dir() rather than vars(): a module may import a name on first access (PEP 562
+    # ``__getattr__``/``__dir__``), as trio_agent.testing does for its strategies.
     exported = [
         n
-        for n, value in vars(module).items()
-        if not n.startswith("_") and not isinstance(value, types.ModuleType) and n != "annotations"
+        for n in dir(module)
+        if not n.startswith("_")
+        and not isinstance(getattr(module, n), types.ModuleType)
+        and n != "annotations"
     ]
     assert module.__all__ == sorted(module.__all__)
     assert sorted(exported) == module.__all__
@@ -49,3 +53,37 @@ def test_core_names() -> None:
         "AgentRunError",
     ]:
         assert n in trio_agent.__all__
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        (
+            "trio_agent.testing",
+            [
+                "assistant_replies",
+                "faults",
+                "json_values",
+                "messages",
+                "scripts",
+                "tool_calls",
+                "transcripts",
+            ],
+        ),
+        ("trio_agent.replay", ["faults"]),
+    ],
+)
+def test_strategies_are_the_real_functions(module: str, names: list[str]) -> None:
+    # help(trio_agent.testing.scripts) shows the real signature and docstring, not a
+    # (*args, **kwargs) stand-in.
+    import inspect
+
+    from trio_agent.testing import _strategies
+
+    kit = importlib.import_module(module)
+    for name in names:
+        real = getattr(_strategies, name)
+        assert getattr(kit, name) is real
+        assert "args" not in inspect.signature(getattr(kit, name)).parameters
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        getattr(kit, "nope")  # noqa: B009 - the missing name is the point

@@ -98,7 +98,7 @@ async def test_a_replay_gives_the_recorded_transcript(tmp_path: Path) -> None:
     assert model.mismatches == []
     assert message_differences(recorded.transcript, replayed.transcript) == []
     assert events.types() == recorded_events.types()
-    assert_consistent(replayed, events.events)
+    assert_consistent(replayed, events.events, model.requests)
     assert model.open_streams == 0
 
 
@@ -302,7 +302,7 @@ async def _faulted(path: Path, fault: Fault, **config: Any) -> Any:
         LoopConfig(**config),
         on_event=events,
     )
-    assert_consistent(result, events.events)
+    assert_consistent(result, events.events, model.requests)
     assert model.mismatches == []
     return result
 

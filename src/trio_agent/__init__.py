@@ -1,8 +1,23 @@
 """trio-agent: a trio-native agent loop runtime.
 
-The implementation lives in private modules (``_messages``, ``_events``, ``_loop``...);
-this module only re-exports the public names. ``trio_agent.testing`` is the public test
-kit, ``trio_agent.providers`` the HTTP models, ``trio_agent.tools`` the workspace tools.
+This module only re-exports the public names. Where things live, layer by layer (a module
+imports only from its own layer or the ones before it; ``tests/test_layering.py`` checks):
+
+- values: ``_util`` (maybe_await, make_result, representative), ``_errors``,
+  ``_messages``, ``_events``, ``_serde`` (JSON), ``_model`` (the model protocol),
+  ``_tools``, ``_config`` (Context, LoopConfig, hook contexts, AgentRunResult);
+- rules: ``_arguments``, ``_conversion``, ``_tool_decorator`` (``@tool``), ``_policy``
+  (the stop-reason table), ``_blocks`` (what a reply that ends early keeps);
+- loop: ``_stream`` (one reply), ``_batch`` (one batch of calls: the batch nursery),
+  ``_runner`` (one run's state machine), ``_loop`` (run_agent_loop, open_agent_loop);
+- agent: ``_agent`` (Agent, open_agent);
+- disk: ``_pairing`` (check_transcript, repair), ``_jsonl`` (JSONL transcripts);
+- edges: ``trio_agent.providers`` (HTTP models), ``trio_agent.tools`` (workspace tools),
+  ``trio_agent.mcp``, ``trio_agent.replay`` (cassettes);
+- test kit: ``trio_agent.testing``;
+- command line: ``trio_agent.cli`` (``trio-agent``); ``trio_agent._bench``, the benchmark
+  workloads ``trio-agent bench`` runs.
+
 ``__version__`` is the installed distribution's version (from its metadata).
 """
 
@@ -12,7 +27,15 @@ from importlib.metadata import version as _version
 from ._agent import Agent as Agent
 from ._agent import AgentState as AgentState
 from ._agent import open_agent as open_agent
-from ._decorator import tool as tool
+from ._config import AfterToolCallContext as AfterToolCallContext
+from ._config import AfterToolCallResult as AfterToolCallResult
+from ._config import AgentRunResult as AgentRunResult
+from ._config import BeforeToolCallContext as BeforeToolCallContext
+from ._config import BeforeToolCallResult as BeforeToolCallResult
+from ._config import Context as Context
+from ._config import LoopConfig as LoopConfig
+from ._config import NextTurn as NextTurn
+from ._config import TurnContext as TurnContext
 from ._errors import AgentBusyError as AgentBusyError
 from ._errors import AgentRunError as AgentRunError
 from ._errors import AgentUsageError as AgentUsageError
@@ -47,20 +70,11 @@ from ._events import ToolOutcome as ToolOutcome
 from ._events import TurnEnd as TurnEnd
 from ._events import TurnStart as TurnStart
 from ._events import TurnStats as TurnStats
-from ._hooks import AfterToolCallContext as AfterToolCallContext
-from ._hooks import AfterToolCallResult as AfterToolCallResult
-from ._hooks import BeforeToolCallContext as BeforeToolCallContext
-from ._hooks import BeforeToolCallResult as BeforeToolCallResult
-from ._hooks import Context as Context
-from ._hooks import LoopConfig as LoopConfig
-from ._hooks import NextTurn as NextTurn
-from ._hooks import TurnContext as TurnContext
 from ._jsonl import JsonlTranscript as JsonlTranscript
 from ._jsonl import LoadedTranscript as LoadedTranscript
 from ._jsonl import load_transcript as load_transcript
 from ._jsonl import write_transcript as write_transcript
 from ._loop import AgentRun as AgentRun
-from ._loop import AgentRunResult as AgentRunResult
 from ._loop import open_agent_loop as open_agent_loop
 from ._loop import run_agent_loop as run_agent_loop
 from ._messages import AssistantMessage as AssistantMessage
@@ -79,13 +93,14 @@ from ._model import Model as Model
 from ._model import ModelOptions as ModelOptions
 from ._model import ModelRequest as ModelRequest
 from ._model import ToolSpec as ToolSpec
+from ._pairing import check_transcript as check_transcript
+from ._pairing import repair as repair
 from ._serde import dumps as dumps
 from ._serde import loads as loads
+from ._tool_decorator import tool as tool
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolOutput as ToolOutput
-from ._transcript import check_transcript as check_transcript
-from ._transcript import repair as repair
 
 __all__ = [
     "AfterToolCallContext",

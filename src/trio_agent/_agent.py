@@ -76,8 +76,8 @@ import attrs
 import trio
 
 from . import _events as ev
+from ._config import Context, LoopConfig
 from ._errors import AgentBusyError, AgentRunError, AgentUsageError
-from ._hooks import Context, LoopConfig
 from ._messages import (
     MESSAGE_TYPES,
     AssistantMessage,
@@ -86,14 +86,15 @@ from ._messages import (
     describe_value,
 )
 from ._model import Model
-from ._runner import Runner, representative
+from ._runner import Runner
 from ._tools import Tool, as_tools
+from ._util import representative
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Iterable
     from types import TracebackType
 
-    from ._runner import AgentRunResult
+    from ._config import AgentRunResult
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
 

@@ -15,16 +15,14 @@ its result is appended as it settles, its ``MessageStart``/``MessageEnd`` right 
 from __future__ import annotations
 
 import math
-import time
-from collections import abc
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from . import _events as ev
 from ._arguments import InvalidArguments, check_arguments
-from ._hooks import (
+from ._config import (
     AfterToolCallContext,
     BeforeToolCallContext,
     Context,
@@ -32,72 +30,9 @@ from ._hooks import (
 )
 from ._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
 from ._tools import Tool, ToolContext, ToolOutput
+from ._util import make_result, maybe_await, result_content
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-__all__ = ["Batch", "CallState", "make_result"]
-
-
-def _blocks(content: str | Sequence[Text | Image]) -> tuple[Text | Image, ...]:
-    """``content`` as result blocks, checked where a tool (or a hook) hands it over.
-
-    Raises:
-        TypeError: ``content`` is not a ``str`` or a sequence of ``Text``/``Image``
-            blocks with ``str`` fields (bytes, a dict, a list holding a str...). Such a
-            value would make the transcript unloadable, so it becomes that call's error.
-    """
-    if isinstance(content, str):
-        return (Text(text=content),)
-    given: object = content  # checked at run time, whatever the annotations say
-    if not isinstance(given, list | tuple) and (
-        not isinstance(given, abc.Sequence) or isinstance(given, bytes | bytearray)
-    ):
-        raise TypeError(
-            f"tool result content must be a str or a sequence of Text/Image blocks, "
-            f"not {type(given).__name__}"
-        )
-    for i, block in enumerate(content):
-        # The annotations say what a block should be; this checks what it is.
-        fields: tuple[object, ...]
-        if type(block) is Text:
-            fields = (block.text, "" if block.signature is None else block.signature)
-        elif type(block) is Image:
-            fields = (block.data, block.mime_type)
-        else:
-            raise TypeError(
-                f"tool result content[{i}] is a {type(block).__name__}, not a Text or "
-                "Image block"
-            )
-        if not all(isinstance(f, str) for f in fields):
-            raise TypeError(
-                f"tool result content[{i}]: a {type(block).__name__} whose fields are not "
-                "all str"
-            )
-    return tuple(content)
-
-
-def make_result(
-    call: ToolCall,
-    text: str | Sequence[Text | Image],
-    *,
-    is_error: bool,
-    details: Any = None,
-) -> ToolResultMessage:
-    return ToolResultMessage(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=_blocks(text),
-        details=details,
-        is_error=is_error,
-        timestamp=time.time(),
-    )
-
-
-async def maybe_await(value: Any) -> Any:
-    if hasattr(value, "__await__"):
-        return await value
-    return value
+__all__ = ["Batch", "CallState"]
 
 
 class CallState(ToolContext):
@@ -437,7 +372,7 @@ class Batch:
             if change is not None:
                 if change.content is not None:
                     try:
-                        content = _blocks(change.content)
+                        content = result_content(change.content)
                     except TypeError as exc:
                         await self._fail(st, f"after_tool_call failed: {exc}", "error")
                         return
@@ -466,5 +401,5 @@ def _normalize(
     if isinstance(output, str):
         return (Text(text=output),), None, False, False
     if isinstance(output, ToolOutput):
-        return _blocks(output.content), output.details, output.terminate, output.is_error
+        return result_content(output.content), output.details, output.terminate, output.is_error
     raise TypeError(f"a tool must return a str or a ToolOutput, not {type(output).__name__}")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._loop import AgentRunResult
+    from ._config import AgentRunResult
 
 __all__ = [
     "AgentBusyError",

@@ -14,10 +14,11 @@ import attrs
 import trio
 
 from . import _events as ev
+from ._config import AgentRunResult, Context, LoopConfig
 from ._errors import AgentRunError
-from ._hooks import Context, LoopConfig
 from ._messages import as_prompts
-from ._runner import AgentRunResult, OnEvent, Runner, representative
+from ._runner import OnEvent, Runner
+from ._util import representative
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -58,7 +58,9 @@ class Model(Protocol):
     (``trio.as_safe_channel``); an in-memory model may iterate a plain list.
 
     A well-behaved stream is ``Start``, block events, then one ``Done`` or ``Error``
-    carrying the final message. The loop survives any other shape (SPEC §2).
+    carrying the final message. The loop survives any other shape: a stream that
+    ends without a terminal event, or raises, becomes an ``error`` reply keeping the partial
+    content.
     """
 
     def stream(

@@ -2,7 +2,7 @@
 
 Theory of operation: after each reply the loop asks :func:`decide` what to do. The answer
 is data — run the calls, or give each distinct call a skipped result — plus whether the
-run ends and why. This is SPEC §4's stop-reason table, row by row:
+run ends and why. This is the stop-reason table, row by row:
 
 ============================  ===========  ==================================  ============
 stop reason and content        tools run    results appended                    next
@@ -17,7 +17,23 @@ tool_use + no calls            0            none                                
 ============================  ===========  ==================================  ============
 
 "Natural end" means the inner loop has nothing more to answer: steering and follow-up
-polls still run (pi's behaviour).
+polls still run (pi's behaviour). When they bring nothing either, :func:`natural_end`
+names the reason. The other ends, checked by the runner between turns:
+
+=============================================  ==========================================
+condition                                      end reason
+=============================================  ==========================================
+before a request: ``steps`` = ``max_steps``    max_steps
+``abort()``, at any checkpoint                 aborted
+after a turn: ``should_stop_after_turn`` true  stopped
+nothing pending and no follow-up               :func:`natural_end`: aborted if the last
+                                               reply was interrupted, terminated if every
+                                               result of the last batch set
+                                               ``terminate``, else stop
+=============================================  ==========================================
+
+An interrupted reply (:func:`interrupted`) is kept with stop reason ``aborted`` but does
+not end the run: its calls are skipped and the steering poll delivers what interrupted it.
 """
 
 from __future__ import annotations
@@ -30,7 +46,7 @@ import attrs
 from ._events import EndReason
 from ._messages import AssistantMessage, ToolCall
 
-__all__ = ["Decision", "decide"]
+__all__ = ["Decision", "decide", "interrupted", "natural_end"]
 
 
 @attrs.frozen(kw_only=True)
@@ -99,3 +115,23 @@ def decide(message: AssistantMessage, *, continue_after_length: bool = False) ->
         )
     why = "the model reported an error" if reason == "error" else "the reply was aborted"
     return Decision(action="skip" if calls else "none", calls=calls, skip_why=why, end=reason)
+
+
+def interrupted(message: AssistantMessage) -> Decision:
+    """What an interrupted reply means: each distinct call (by id) is skipped, and the run
+    goes on (no ``end``)."""
+    calls = tuple({c.id: c for c in message.tool_calls}.values())
+    return Decision(
+        action="skip" if calls else "none", calls=calls, skip_why="interrupted by user"
+    )
+
+
+def natural_end(last_reply: AssistantMessage | None, *, terminated: bool) -> EndReason:
+    """Why a run ends once nothing is left to answer and no follow-up came.
+
+    ``aborted`` when the last reply was interrupted (stop reason ``aborted``),
+    ``terminated`` when every result of the last batch set ``terminate``, else ``stop``.
+    """
+    if last_reply is not None and last_reply.stop_reason == "aborted":
+        return "aborted"
+    return "terminated" if terminated else "stop"

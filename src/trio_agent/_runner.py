@@ -7,15 +7,12 @@ messages it appended, the messages polled but not yet appended (``pending``), th
 progress (``turn_open``/``turn_message``/``turn_results``), the reply being streamed
 (``acc``) and the tool batch being run (``batch``) — updated *synchronously*, before
 any event about it is emitted (so code that reads the state — the Agent's
-``state`` — never lags the events). Events are delivered afterwards, one at a time, to
-the ``on_event`` sink, then on the channel (``send``). A cancel that interrupts a
-delivery puts what is left of it — and every later event of the same emit — on a
-``redo`` list, delivered first next time (update events excepted). An ``on_event`` call
-counts as made once it has been called, even if cancelled part-way (the sink may
-already hold the event: redoing it would deliver it twice); a cancelled ``send``
-delivered nothing and is retried. Whatever ends the run, at whatever checkpoint — the
-run's own cancel scope (``abort``), the caller's cancel scope, an exception — ``_close``
-can read the state, give every unanswered call a result, and queue the closing events.
+``state`` — never lags the events). Events are delivered afterwards by
+``_sink.EventDelivery`` (to the ``on_event`` sink, then the channel; each exactly once,
+in order, whatever cancels a delivery — see there). Whatever ends the run, at whatever
+checkpoint — the run's own cancel scope (``abort``), the caller's cancel scope, an
+exception — ``_close`` can read the state, give every unanswered call a result, and
+queue the closing events.
 That is the pairing invariant: it never depends on how far an ``await`` got. After an
 abort or an outer cancel, the closing events are delivered within
 ``LoopConfig.cleanup_timeout`` (a stuck sink cannot keep the run from ending).
@@ -34,16 +31,15 @@ after the clean-up, never wrapped in an exception group.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
 
 from . import _events as ev
-from ._batch import Batch, make_result, maybe_await
+from ._batch import Batch
+from ._config import AgentRunResult, Context, LoopConfig, NextTurn, TurnContext
 from ._errors import AgentRunError, AgentUsageError
-from ._hooks import Context, LoopConfig, NextTurn, TurnContext
 from ._messages import (
     AssistantMessage,
     CustomMessage,
@@ -53,77 +49,22 @@ from ._messages import (
     as_prompts,
 )
 from ._model import Model, ModelOptions, ModelRequest, ToolSpec
-from ._policy import Decision, decide
+from ._policy import Decision, decide, interrupted, natural_end
+from ._sink import EventDelivery, OnEvent, SinkFailure
 from ._stream import StreamAccumulator
+from ._util import make_result, maybe_await, representative
 
-__all__ = ["AgentRunResult", "OnEvent", "Runner", "representative"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
-OnEvent = Callable[[ev.AgentEvent], Awaitable[None] | None]
-_DROPPABLE = (ev.MessageUpdate, ev.ToolExecutionUpdate)
+__all__ = ["OnEvent", "Runner"]
 
+Interrupt = Literal["none", "pending", "requested"]
 
-@attrs.frozen(kw_only=True)
-class AgentRunResult:
-    """How a run ended.
-
-    Attributes:
-        reason: why it ended.
-        messages: the messages this run added, in transcript order.
-        steps: model requests made.
-        transcript: the working message list the run ended with (the context's messages,
-            or what ``prepare_next_turn`` swapped in, plus everything appended since).
-        undelivered: prompts, and messages a steering/follow-up poll returned, that never
-            entered the transcript because the run ended first (the Agent puts polled ones
-            back at the front of its queue).
-        turns: the batch statistics of each turn, in order.
-        error_message: the model's error, when the run ended on an ``error`` reply.
-    """
-
-    reason: ev.EndReason
-    messages: tuple[Message, ...]
-    steps: int
-    transcript: tuple[Message, ...]
-    undelivered: tuple[Message, ...] = ()
-    turns: tuple[ev.TurnStats, ...] = ()
-    error_message: str | None = None
 
 
 def _default_convert(messages: Sequence[Message]) -> tuple[Message, ...]:
     return tuple(m for m in messages if type(m) is not CustomMessage)
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        out: list[BaseException] = []
-        for inner in exc.exceptions:
-            out.extend(_leaves(inner))
-        return out
-    return [exc]
-
-
-def representative(exc: BaseException) -> BaseException:
-    """The one exception to raise for a (possibly grouped) failure.
-
-    Order: a non-``Exception`` (KeyboardInterrupt...) first, then an ``Exception``, then
-    ``Cancelled`` — so no library error and no Cancelled ever reaches a caller wrapped.
-    """
-    leaves = _leaves(exc)
-    for leaf in leaves:
-        if not isinstance(leaf, Exception | trio.Cancelled):
-            return leaf
-    for leaf in leaves:
-        if isinstance(leaf, Exception):
-            return leaf
-    return leaves[0]
-
-
-class _SinkFailure(BaseException):
-    """The event sink raised; carried as a BaseException so that the stream code's
-    ``except Exception`` (a provider failing) cannot mistake it for a model error."""
-
-    def __init__(self, original: Exception) -> None:
-        super().__init__(original)
-        self.original = original
 
 
 class Runner:
@@ -141,27 +82,20 @@ class Runner:
         "acc_start_emitted",
         "batch",
         "call_ids",
-        "closing_scope",
         "config",
         "context",
         "ended",
-        "has_sink",
-        "interrupt_pending",
-        "interrupt_requested",
+        "interrupting",
         "last_all_terminate",
         "llm_view",
         "model",
         "new_messages",
         "next_suffix",
-        "on_event",
         "options",
         "pending",
-        "redo",
         "result",
         "scope",
-        "send",
-        "send_dead",
-        "sink_dead",
+        "sink",
         "steps",
         "stream_scope",
         "token",
@@ -198,12 +132,7 @@ class Runner:
         self.context = context
         self.model = model
         self.options: ModelOptions = config.model_options
-        self.on_event = on_event
-        self.send = send
-        # Whether events are built and delivered at all (see ``listen``).
-        self.has_sink = on_event is not None or send is not None
-        self.sink_dead = False  # on_event raised: it gets nothing more
-        self.send_dead = False  # the consumer closed the channel
+        self.sink = EventDelivery(on_event, send, self._consumer_gone)
         self.scope = trio.CancelScope()
         self.token = trio.lowlevel.current_trio_token()
 
@@ -230,16 +159,14 @@ class Runner:
         self.acc_start_emitted = False
         self.stream_scope: trio.CancelScope | None = None
         self.batch: Batch | None = None
-        # Events whose delivery was interrupted; True once on_event was called for it
-        # (only the channel send is left).
-        self.redo: list[tuple[ev.AgentEvent, bool]] = []
         self.aborted = False
         self.abort_reason: str | None = None
-        self.interrupt_requested = False
-        self.interrupt_pending = False
+        # An interrupt in progress: "requested" while it cancels the reply being
+        # streamed, "pending" when it came between a reply and its batch (or while a
+        # turn was set up) and waits for the next steering poll or batch.
+        self.interrupting: Interrupt = "none"
         self.last_all_terminate = False  # every result of the last batch set terminate
         self.ended = False
-        self.closing_scope: trio.CancelScope | None = None
         self.result: AgentRunResult | None = None
         self._tool_specs: tuple[ToolSpec, ...] | None = None
 
@@ -250,7 +177,7 @@ class Runner:
             # The run is delivering its closing events: what is left goes out within
             # cleanup_timeout (a stuck consumer cannot keep the run from ending).
             self.aborted = True
-            closing = self.closing_scope
+            closing = self.sink.closing_scope
             if closing is not None:
                 closing.deadline = min(
                     closing.deadline, trio.current_time() + self.config.cleanup_timeout
@@ -284,76 +211,27 @@ class Runner:
             _interrupt_batch(self.batch)
             return True
         if self.stream_scope is not None:
-            self.interrupt_requested = True
+            self.interrupting = "requested"
             self.stream_scope.cancel()
             return True
-        self.interrupt_pending = True
+        self.interrupting = "pending"
         return True
 
     # --- events -------------------------------------------------------------------------
 
+    # --- state changes (synchronous) ----------------------------------------------------
+
     def listen(self, listening: bool) -> None:
         """Build and deliver events from now on, or stop (the Agent listens while it has
         subscribers: a run that nobody watches builds no event at all)."""
-        self.has_sink = listening and (self.on_event is not None or self.send is not None)
+        self.sink.listen(listening)
         if self.batch is not None:
-            self.batch._has_sink = self.has_sink
+            self.batch._has_sink = self.sink.listening
 
-    async def emit(self, *events: ev.AgentEvent) -> None:
-        """Deliver events in order; what a cancel interrupts goes on the redo list.
-
-        Several tasks may emit at once (the calls of a batch): how far a delivery got is
-        kept in local variables, never on the runner.
-        """
-        if not self.has_sink:
-            return
-        queue: Sequence[tuple[ev.AgentEvent, bool]] | None = None
-        if self.redo:
-            queue = [*self.redo, *((e, False) for e in events)]
-            self.redo = []
-        on_event = self.on_event
-        send = self.send
-        for i in range(len(queue) if queue is not None else len(events)):
-            if queue is not None:
-                event, called = queue[i]
-            else:
-                event, called = events[i], False
-            try:
-                if not called:
-                    called = True
-                    if on_event is not None and not self.sink_dead:
-                        try:
-                            result = on_event(event)
-                            if result is not None:
-                                await result
-                        except Exception as exc:
-                            raise _SinkFailure(exc) from exc
-                if send is not None and not self.send_dead:
-                    try:
-                        await send.send(event)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        self.send_dead = True
-                        self.abort("the event consumer closed the channel")
-            except BaseException:
-                if queue is None:
-                    queue = [(e, False) for e in events]
-                self._owe(queue, i)
-                raise
-
-    def _owe(self, queue: Sequence[tuple[ev.AgentEvent, bool]], i: int) -> None:
-        """The delivery of ``queue[i]`` was interrupted: keep what is left for later.
-
-        The interrupted event is kept only if its channel ``send`` is still owed (its
-        ``on_event`` call, made, counts as delivered); update events are not kept.
-        """
-        event = queue[i][0]
-        if self.send is not None and not self.send_dead and not isinstance(event, _DROPPABLE):
-            self.redo.append((event, True))
-        self.redo.extend(e for e in queue[i + 1 :] if not isinstance(e[0], _DROPPABLE))
-
-    async def _flush(self) -> None:
-        if self.redo:
-            await self.emit()
+    @property
+    def has_sink(self) -> bool:
+        """Whether events are built and delivered at all (see :meth:`listen`)."""
+        return self.sink.listening
 
     # --- state changes (synchronous) ----------------------------------------------------
 
@@ -445,8 +323,7 @@ class Runner:
         )
         self.pending = []
         events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))
-        if self.has_sink:
-            self.redo.extend((e, False) for e in events)
+        self.sink.owe(events)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -458,8 +335,8 @@ class Runner:
         # Everything is re-raised below, once the transcript is paired.
         except BaseException as exc:  # noqa: ASYNC103, ASYNC104
             failure = representative(exc)
-        if isinstance(failure, _SinkFailure):
-            self.sink_dead = True
+        if isinstance(failure, SinkFailure):
+            self.sink.sink_dead = True
             failure = failure.original
         if failure is None or not isinstance(failure, Exception):
             # Finished, aborted through the run's own scope, or stopped by an outer cancel
@@ -479,39 +356,20 @@ class Runner:
         return self.result
 
     async def _deliver_closing(self, cancelled: bool = False) -> None:
-        """Deliver the closing events.
+        assert self.result is not None
+        await self.sink.close(
+            self.result,
+            bound=self.config.cleanup_timeout,
+            cancelled=cancelled,
+            aborted=self.aborted,
+        )
 
-        After an abort, within ``cleanup_timeout``; after an outer cancel (``cancelled``),
-        within ``cleanup_timeout`` under a shield — a stuck consumer cannot keep the run
-        from ending, and a consumer that takes events in time gets them all. Otherwise
-        with no bound (the consumer's backpressure), unless a cancel or an abort arrives
-        meanwhile, which bounds what is left the same way.
-        """
-        if not self.redo:
-            return
-        bound = self.config.cleanup_timeout
-        try:
-            try:
-                with trio.CancelScope(shield=cancelled) as scope:
-                    self.closing_scope = scope
-                    if cancelled or self.aborted:
-                        scope.deadline = trio.current_time() + bound
-                    await self._flush()
-                self.closing_scope = None
-            except trio.Cancelled:
-                self.closing_scope = None
-                with trio.move_on_after(bound, shield=True):
-                    await self._flush()
-                raise
-        except _SinkFailure as exc:
-            # The sink failed while the run was closing: the run's own failure (if any)
-            # is what the caller hears about; a failure here is reported on its own.
-            self.sink_dead = True
-            assert self.result is not None
-            raise AgentRunError(
-                f"the event sink failed: {type(exc.original).__name__}: {exc.original}",
-                self.result,
-            ) from exc.original
+    def _consumer_gone(self) -> None:
+        self.abort("the event consumer closed the channel")
+
+    def _interrupt_is(self, state: Interrupt) -> bool:
+        # A call, not an inline comparison: another task changes the state across awaits.
+        return self.interrupting == state
 
     async def _checkpoint_abort(self) -> None:
         if self.aborted:
@@ -519,7 +377,8 @@ class Runner:
         await trio.lowlevel.checkpoint_if_cancelled()
 
     async def _poll_steering(self) -> None:
-        self.interrupt_pending = False  # this poll delivers what an interrupt wanted
+        if self.interrupting == "pending":
+            self.interrupting = "none"  # this poll delivers what an interrupt wanted
         await self._poll(self.config.get_steering_messages)
 
     async def _poll(self, hook: Callable[[], Any] | None) -> None:
@@ -547,11 +406,11 @@ class Runner:
 
     async def _end(self, reason: ev.EndReason) -> None:
         self._close(reason)
-        await self._flush()
+        await self.sink.flush()
 
     async def _main(self) -> None:
         config = self.config
-        await self.emit(ev.AgentStart())
+        await self.sink.emit(ev.AgentStart())
         await self._checkpoint_abort()
         await self._poll_steering()
         first = True
@@ -585,9 +444,7 @@ class Runner:
             await self._poll(config.get_follow_up_messages)
             if self.pending:
                 continue
-            if self.turn_message is not None and self.turn_message.stop_reason == "aborted":
-                return await self._end("aborted")
-            return await self._end("terminated" if last_terminated else "stop")
+            return await self._end(natural_end(self.turn_message, terminated=last_terminated))
 
     def _apply_next_turn(self, nxt: NextTurn) -> None:
         if nxt.context is not None:
@@ -640,27 +497,24 @@ class Runner:
         pending, self.pending = self.pending, []
         for message in pending:
             events.extend(self._append(message))
-        await self.emit(*events)
+        await self.sink.emit(*events)
         while True:
             messages = await self._llm_messages()
-            if not self.interrupt_pending:
+            if self.interrupting != "pending":
                 break
             # Interrupted before the request went out: it takes the steering first.
             await self._poll_steering()
             pending, self.pending = self.pending, []
-            await self.emit(*(e for m in pending for e in self._append(m)))
+            await self.sink.emit(*(e for m in pending for e in self._append(m)))
         request = self._request(messages)
         await self._checkpoint_abort()
         self.steps += 1
         message = await self._stream(request)
-        if self.interrupt_requested:
+        if self.interrupting == "requested":
             # An interrupted reply is kept (stop reason aborted) but the run goes on:
             # its calls are skipped and the steering poll delivers what interrupted it.
-            self.interrupt_requested = False
-            calls = tuple({c.id: c for c in message.tool_calls}.values())
-            decision = Decision(
-                action="skip" if calls else "none", calls=calls, skip_why="interrupted by user"
-            )
+            self.interrupting = "none"
+            decision = interrupted(message)
         else:
             decision = decide(message, continue_after_length=config.continue_after_length)
         self.last_all_terminate = False
@@ -671,7 +525,7 @@ class Runner:
         self.turn_open = False
         self.turns.append(self.turn_stats)
         if self.has_sink:
-            await self.emit(
+            await self.sink.emit(
                 ev.TurnEnd(
                     message=message,
                     tool_results=tuple(self.turn_results),
@@ -684,7 +538,8 @@ class Runner:
         acc = StreamAccumulator()
         self.acc = acc
         self.acc_start_emitted = False
-        self.interrupt_requested = False
+        if self.interrupting == "requested":
+            self.interrupting = "none"
         idle = self.config.stream_idle_timeout
         with trio.CancelScope() as scope:
             self.stream_scope = scope
@@ -699,9 +554,9 @@ class Runner:
                         if self.has_sink:
                             if not self.acc_start_emitted and acc.started:
                                 self.acc_start_emitted = True
-                                await self.emit(ev.MessageStart(message=acc.empty()))
+                                await self.sink.emit(ev.MessageStart(message=acc.empty()))
                             if show:
-                                await self.emit(
+                                await self.sink.emit(
                                     ev.MessageUpdate(message=acc.snapshot(), event=event)
                                 )
                         if acc.final is not None:
@@ -713,7 +568,7 @@ class Runner:
                     acc.fail(f"the model stream failed: {type(exc).__name__}: {exc}")
         self.stream_scope = None
         if scope.cancelled_caught and acc.final is None:
-            if self.interrupt_requested:
+            if self._interrupt_is("requested"):  # set by interrupt() meanwhile
                 acc.fail("interrupted by user", "aborted")
             else:
                 acc.fail(f"the model stream was silent for {idle:g}s (stream_idle_timeout)")
@@ -729,7 +584,7 @@ class Runner:
                 self.acc_start_emitted = True
                 closing.append(ev.MessageStart(message=acc.empty()))
             closing.append(ev.MessageEnd(message=message))
-            await self.emit(*closing)
+            await self.sink.emit(*closing)
         return message
 
     def _fresh_ids(self, message: AssistantMessage) -> AssistantMessage:
@@ -791,7 +646,7 @@ class Runner:
         for result in results:
             events.extend(self._append(result))
         self.turn_results.extend(results)
-        await self.emit(*events)
+        await self.sink.emit(*events)
 
     async def _run_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> None:
         context = self.context
@@ -803,13 +658,13 @@ class Runner:
             calls=calls,
             context=context,
             config=self.config,
-            emit=self.emit,
+            emit=self.sink.emit,
             has_sink=self.has_sink,
             append=self._append,
         )
         self.batch = batch
-        if self.interrupt_pending:
-            self.interrupt_pending = False
+        if self.interrupting == "pending":
+            self.interrupting = "none"
             _interrupt_batch(batch)
         await batch.run()
         events = batch.finish_unfinished()
@@ -820,7 +675,7 @@ class Runner:
         for result in batch.take_unappended():
             events.extend(self._append(result))
         self.turn_results.extend(results)
-        await self.emit(*events)
+        await self.sink.emit(*events)
         if self.aborted:
             await self._checkpoint_abort()
 

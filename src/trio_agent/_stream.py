@@ -9,9 +9,9 @@ N deltas cost O(total size), never O(N²). Joining also rejoins a UTF-16 surroga
 whose halves arrived in separate deltas.
 
 The final message is the ``Done``/``Error`` event's message: block events are for live
-display. Malformed streams are tolerated where SPEC §2 says so (block events before
-``Start``, a second terminal event) and become an ``error`` message otherwise — also a
-terminal event carrying something that is not an ``AssistantMessage``, and a stop
+display. Malformed streams are tolerated where nothing is lost (block events before
+``Start``; a second terminal event, which is ignored) and become an ``error`` message
+otherwise — also a terminal event carrying something that is not an ``AssistantMessage``, and a stop
 reason outside ``StopReason`` (an ``error`` reply naming it, its content kept).
 """
 
@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import json
 import time
-from typing import get_args
+from typing import TYPE_CHECKING, get_args
 
 import attrs
 
 from . import _events as ev
+from ._blocks import UnfinishedCall, keep_partial
 from ._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall
 from ._serde import join_surrogate_pairs
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["StreamAccumulator"]
 
@@ -219,30 +223,21 @@ class StreamAccumulator:
             return attrs.evolve(message, stop_reason="error", error_message=why)
         return message
 
-    def _partial_content(self) -> tuple[tuple[Text | Thinking | ToolCall, ...], list[str]]:
-        content: list[Text | Thinking | ToolCall] = []
-        dropped: list[str] = []
+    def _blocks_so_far(self) -> Iterator[Text | Thinking | ToolCall | UnfinishedCall]:
         for block in self.blocks:
             if block.final is not None:
-                content.append(block.final)
+                yield block.final
             elif block.kind == _CALL:
-                dropped.append(f"{block.name or '?'} ({block.call_id or 'no id'})")
+                yield UnfinishedCall(name=block.name, call_id=block.call_id)
             else:
                 part = block.partial(len(block.parts))
                 assert part is not None
-                content.append(part)
-        return tuple(content), dropped
+                yield part
 
     def fail(self, reason: str, stop_reason: StopReason = "error") -> AssistantMessage:
-        """End the reply early, keeping the partial content.
-
-        A tool call whose argument JSON never completed is dropped (inventing arguments
-        would put a call the model never finished into the transcript); the error message
-        names it.
-        """
-        content, dropped = self._partial_content()
-        if dropped:
-            reason = f"{reason}; unfinished tool call(s) dropped: {', '.join(dropped)}"
+        """End the reply early, keeping the partial content (see :func:`keep_partial`:
+        unfinished tool calls are dropped and named in the error message)."""
+        content, reason = keep_partial(self._blocks_so_far(), reason)
         self.final = self.message(content, stop_reason, reason)
         return self.final
 

@@ -17,7 +17,7 @@ from _streamkit import KEY, make_model
 from test_providers_agent import anthropic_reply, openai_reply
 
 from trio_agent import JsonlTranscript, ToolResultMessage, load_transcript
-from trio_agent._cmd_chat import CONFIRMED_TOOLS, run_chat
+from trio_agent.cli.chat import CONFIRMED_TOOLS, run_chat
 from trio_agent.tools import workspace
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from trio_agent import (
     check_transcript,
     load_transcript,
 )
-from trio_agent._cmd_chat import run_chat
+from trio_agent.cli.chat import run_chat
 from trio_agent.replay import RecordingModel
 from trio_agent.tools import workspace
 

@@ -24,11 +24,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .. import _events as ev
+from .._blocks import UnfinishedCall, keep_partial
 from .._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall, Usage
 from .._serde import join_surrogate_pairs
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
+    from collections.abc import Hashable, Iterator
 
 __all__ = ["ReplyBuilder", "StreamFault"]
 
@@ -295,26 +296,24 @@ class ReplyBuilder:
         return ev.Done(message=self._message(content, stop_reason))
 
     def fail(self, reason: str, stop_reason: StopReason = "error") -> ev.Error:
-        """An ``Error`` keeping the partial content (unfinished tool calls dropped)."""
-        content: list[Text | Thinking | ToolCall] = []
-        dropped: list[str] = []
+        """An ``Error`` keeping the partial content (see :func:`keep_partial`: unfinished
+        tool calls are dropped and named in the error message)."""
+        content, reason = keep_partial(self._blocks_so_far(), reason)
+        return ev.Error(message=self._message(list(content), stop_reason, reason))
+
+    def _blocks_so_far(self) -> Iterator[Text | Thinking | ToolCall | UnfinishedCall]:
         for block in self._blocks:
             if block.final is not None:
-                content.append(block.final)
+                yield block.final
             elif block.kind == _TEXT:
-                content.append(Text(text=block.text()))
+                yield Text(text=block.text())
             elif block.kind == _THINKING:
                 # A signature arrives last; an unfinished one is not valid (redacted
                 # data is whole from the start).
-                content.append(
-                    Thinking(
-                        thinking=block.text(),
-                        signature="".join(block.signature) or None if block.redacted else None,
-                        redacted=block.redacted,
-                    )
+                yield Thinking(
+                    thinking=block.text(),
+                    signature="".join(block.signature) or None if block.redacted else None,
+                    redacted=block.redacted,
                 )
             else:
-                dropped.append(f"{block.name or '?'} ({block.call_id or 'no id'})")
-        if dropped:
-            reason = f"{reason}; unfinished tool call(s) dropped: {', '.join(dropped)}"
-        return ev.Error(message=self._message(content, stop_reason, reason))
+                yield UnfinishedCall(name=block.name, call_id=block.call_id)

@@ -5,7 +5,7 @@ stream that answered it to a JSONL cassette; ``ReplayModel(path)`` plays the cas
 back as a model — strictly (a request that differs fails, naming the field) or in
 sequence — on trio's clock or at full speed, and can inject faults (``Fault``: raise,
 error, stall or cut at any event). ``faults(cassette)`` is a Hypothesis strategy of such
-faults (it needs Hypothesis: ``pip install 'trio-agent[test]'``, imported on first call).
+faults (it needs Hypothesis: ``pip install 'trio-agent[test]'``, imported on first access).
 
 Nothing in the loop imports this package; it uses only the public model protocol.
 """
@@ -32,21 +32,34 @@ from ._replay import ReplayModel as ReplayModel
 from ._session import SessionReplay as SessionReplay
 from ._session import replay_session as replay_session
 
+# ``faults`` imports Hypothesis, a test dependency: the module ``__getattr__`` (PEP 562)
+# imports it on first access and hands back the real function.
 if typing.TYPE_CHECKING:
     from ._strategies import faults as faults
 else:
 
-    def faults(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
-        """The Hypothesis strategy ``_strategies.faults`` (Hypothesis imported on first call)."""
+    def __getattr__(name: str) -> typing.Any:
+        """``faults``, imported (with Hypothesis) on first access.
+
+        Raises:
+            ImportError: Hypothesis is not installed (``pip install 'trio-agent[test]'``).
+            AttributeError: any other missing name.
+        """
+        if name != "faults":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         try:
-            from ._strategies import faults as strategy
+            from ._strategies import faults
         except ModuleNotFoundError as exc:
             if exc.name != "hypothesis":
                 raise
             raise ImportError(
-                "trio_agent.replay.faults() needs Hypothesis: pip install 'trio-agent[test]'"
+                "trio_agent.replay.faults needs Hypothesis: pip install 'trio-agent[test]'"
             ) from exc
-        return strategy(*args, **kwargs)
+        globals()["faults"] = faults  # later accesses skip this function
+        return faults
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), "faults"})
 
 
 __all__ = [

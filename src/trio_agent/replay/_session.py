@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .. import _events as ev
-from .._hooks import Context, LoopConfig
+from .._config import Context, LoopConfig
 from .._loop import run_agent_loop
 from .._messages import AssistantMessage, Message, UserMessage
 from ._cassette import message_differences

@@ -1,7 +1,7 @@
 """``faults(cassette)``: a Hypothesis strategy of faults over recorded traffic.
 
 This module imports Hypothesis (a test dependency); ``trio_agent.replay`` and
-``trio_agent.testing`` load it only when the strategy is first called.
+``trio_agent.testing`` load it only when the strategy is first accessed.
 """
 
 from __future__ import annotations

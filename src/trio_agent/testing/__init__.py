@@ -4,8 +4,9 @@
 trio-agent itself. The Hypothesis strategies (``messages``, ``tool_calls``,
 ``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``, and ``faults``
 — faults over a recorded cassette, from :mod:`trio_agent.replay`) need Hypothesis
-(``pip install 'trio-agent[test]'``): each is imported on its first call, so importing
-this module — as ``trio-agent demo`` and the benchmarks do — never requires it.
+(``pip install 'trio-agent[test]'``): each is imported on its first access (the real
+function, with its real signature), so importing this module — as ``trio-agent demo`` and
+the benchmarks do — never requires it.
 """
 
 import typing
@@ -25,29 +26,23 @@ from ._scripted import PausePoint as PausePoint
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import events_for as events_for
 
+# The strategies import Hypothesis, a test dependency. Type checkers see the real
+# functions; at run time the module ``__getattr__`` (PEP 562) imports ``_strategies`` on
+# the first access to one of them and hands back the real function, so
+# ``help(trio_agent.testing.scripts)`` shows its real signature and importing this module
+# never needs Hypothesis.
+_STRATEGIES = frozenset(
+    {
+        "assistant_replies",
+        "faults",
+        "json_values",
+        "messages",
+        "scripts",
+        "tool_calls",
+        "transcripts",
+    }
+)
 
-def _deferred(name: str) -> typing.Any:
-    """A stand-in for the strategy ``name`` that imports Hypothesis when first called."""
-
-    def strategy(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
-        try:
-            from . import _strategies
-        except ModuleNotFoundError as exc:
-            if exc.name != "hypothesis":
-                raise
-            raise ImportError(
-                f"trio_agent.testing.{name}() needs Hypothesis: pip install 'trio-agent[test]'"
-            ) from exc
-        return getattr(_strategies, name)(*args, **kwargs)
-
-    strategy.__name__ = strategy.__qualname__ = name
-    strategy.__module__ = __name__
-    strategy.__doc__ = f"The Hypothesis strategy ``_strategies.{name}`` (imported on first call)."
-    return strategy
-
-
-# The strategies import Hypothesis, a test dependency: type checkers see the real
-# functions, the running program a stand-in that imports them on first call.
 if typing.TYPE_CHECKING:
     from ._strategies import assistant_replies as assistant_replies
     from ._strategies import faults as faults
@@ -57,13 +52,31 @@ if typing.TYPE_CHECKING:
     from ._strategies import tool_calls as tool_calls
     from ._strategies import transcripts as transcripts
 else:
-    assistant_replies = _deferred("assistant_replies")
-    faults = _deferred("faults")
-    json_values = _deferred("json_values")
-    messages = _deferred("messages")
-    scripts = _deferred("scripts")
-    tool_calls = _deferred("tool_calls")
-    transcripts = _deferred("transcripts")
+
+    def __getattr__(name: str) -> typing.Any:
+        """The strategy ``name``, imported (with Hypothesis) on first access.
+
+        Raises:
+            ImportError: Hypothesis is not installed (``pip install 'trio-agent[test]'``).
+            AttributeError: ``name`` is not a strategy of this module.
+        """
+        if name not in _STRATEGIES:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        try:
+            from . import _strategies
+        except ModuleNotFoundError as exc:
+            if exc.name != "hypothesis":
+                raise
+            raise ImportError(
+                f"trio_agent.testing.{name} needs Hypothesis: pip install 'trio-agent[test]'"
+            ) from exc
+        value = getattr(_strategies, name)
+        globals()[name] = value  # later accesses skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | _STRATEGIES)
+
 
 __all__ = [
     "AbortScript",

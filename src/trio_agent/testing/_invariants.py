@@ -1,4 +1,4 @@
-"""``assert_run_invariants``: SPEC §9's invariants, checked on one finished run.
+"""``assert_run_invariants``: the run invariants, checked on one finished run.
 
 Every check reads only what a caller of the loop has in hand afterwards — the result,
 the events it received, the requests its model received, and the context it passed in —
@@ -25,13 +25,13 @@ import attrs
 from .. import _events as ev
 from .._errors import TranscriptFormatError
 from .._messages import AssistantMessage, Message, ToolCall, ToolResultMessage
+from .._pairing import transcript_violations
 from .._serde import dumps, loads
-from .._transcript import transcript_violations
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._hooks import Context
+    from .._config import Context
     from .._loop import AgentRunResult
     from .._model import ModelRequest
 
@@ -51,7 +51,7 @@ def assert_run_invariants(
     requests_at_abort: int | None = None,
     context_swapped: bool = False,
 ) -> None:
-    """Check SPEC §9's invariants on one finished run; raise ``AssertionError`` if broken.
+    """Check the run invariants on one finished run; raise ``AssertionError`` if broken.
 
     Args:
         result: how the run ended (``run.result``, the return value of
@@ -77,7 +77,7 @@ def assert_run_invariants(
         context_swapped: the run's ``prepare_next_turn`` replaced the context, so the
             transcript need not extend ``context_before``.
 
-    Invariants (SPEC §9): 1 pairing before every request and at the end; 2 exactly one
+    Invariants: 1 pairing before every request and at the end; 2 exactly one
     ``AgentEnd``, last, and the ``MessageEnd`` events are ``result.messages``; 3 the
     caller's context unchanged; 4 ``steps`` = requests ≤ ``max_steps``, none after an
     abort; 5 per call: start, updates, end, nothing after; 6 polled messages delivered
@@ -133,7 +133,8 @@ def distinct_calls_view(messages: Sequence[Message]) -> list[Message]:
     """``messages`` with each assistant message's repeated call ids dropped.
 
     The pairing invariant counts distinct ids: a reply that declares one id twice gets
-    one result for it (SPEC §4), and ``check_transcript`` still lists the duplicate.
+    one result for it (the run then ends with an error), and ``check_transcript`` still
+    lists the duplicate.
     Checking this view keeps exactly that one excused violation out.
     """
     out: list[Message] = []

@@ -38,8 +38,7 @@ import attrs
 import trio
 
 from .. import _events as ev
-from .._errors import AgentRunError
-from .._hooks import (
+from .._config import (
     AfterToolCallContext,
     AfterToolCallResult,
     BeforeToolCallContext,
@@ -49,6 +48,7 @@ from .._hooks import (
     NextTurn,
     TurnContext,
 )
+from .._errors import AgentRunError
 from .._loop import AgentRun, AgentRunResult, open_agent_loop, run_agent_loop
 from .._messages import (
     AssistantMessage,
@@ -830,7 +830,8 @@ class ScriptRig:
 @final
 @attrs.frozen(kw_only=True, repr=False)
 class ScriptRun:
-    """What one run of a script did. ``check()`` asserts every invariant of SPEC §9."""
+    """What one run of a script did. ``check()`` asserts every run invariant
+    (those of :func:`assert_run_invariants`, and no task left alive)."""
 
     script: Script
     result: AgentRunResult

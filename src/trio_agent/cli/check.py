@@ -12,9 +12,9 @@ import re
 import sys
 from typing import TYPE_CHECKING, TypeVar
 
-from ._errors import AgentUsageError, TranscriptFormatError
-from ._jsonl import load_transcript, write_transcript
-from ._transcript import repair, transcript_violations
+from .._errors import AgentUsageError, TranscriptFormatError
+from .._jsonl import load_transcript, write_transcript
+from .._pairing import repair, transcript_violations
 
 if TYPE_CHECKING:
     import argparse

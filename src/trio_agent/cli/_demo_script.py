@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from . import _events as ev
-from ._messages import AssistantMessage, Text, ToolCall, ToolResultMessage
-from .testing import ScriptedModel
+from .. import _events as ev
+from .._messages import AssistantMessage, Text, ToolCall, ToolResultMessage
+from ..testing import ScriptedModel
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
-    from ._model import Model, ModelRequest
+    from .._model import Model, ModelRequest
 
 __all__ = ["SYSTEM_PROMPT", "PacedModel", "demo_model", "prompt_for"]
 

@@ -106,8 +106,8 @@ def _usage(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .fleet import FleetError, RayBackend, demo_factory, demo_tasks, load_tasks, run_fleet
-    from .fleet._worker import resolve_factory
+    from ..fleet import FleetError, RayBackend, demo_factory, demo_tasks, load_tasks, run_fleet
+    from ..fleet._worker import resolve_factory
 
     if args.concurrency < 1 or args.actors < 1:
         return _usage("--concurrency and --actors must be at least 1")

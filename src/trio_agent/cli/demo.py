@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import tempfile
-import time
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path, PurePath
@@ -27,14 +26,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 import attrs
 import trio
 
+from .._config import Context
+from .._errors import AgentRunError, AgentUsageError, TranscriptFormatError
+from .._jsonl import JsonlTranscript
+from .._loop import AgentRun, open_agent_loop
+from .._messages import UserMessage
+from ..tools import workspace
+from ._common import state_file
 from ._demo_script import SYSTEM_PROMPT, PacedModel, demo_model, prompt_for
-from ._demo_view import JsonView, LiveView, Output, wants_color
-from ._errors import AgentRunError, AgentUsageError, TranscriptFormatError
-from ._hooks import Context
-from ._jsonl import JsonlTranscript
-from ._loop import AgentRun, open_agent_loop
-from ._messages import UserMessage
-from .tools import workspace
+from ._render import JsonView, LiveView, Output, wants_color
 
 if TYPE_CHECKING:
     import argparse
@@ -88,11 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def default_transcript_path() -> Path:
     """A new file under ``$XDG_STATE_HOME/trio-agent/demo`` (``~/.local/state``)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    name = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
-    return Path(base) / "trio-agent" / "demo" / name
+    return state_file("demo")
 
 
 def _prepare_transcript(chosen: Path | None) -> Path:

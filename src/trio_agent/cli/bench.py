@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def find_checkout() -> Path | None:
     """The source checkout whose ``benchmarks/`` holds the peers: the current folder,
     or the one this package was installed from in editable mode; None outside one."""
-    for folder in (Path.cwd(), Path(__file__).resolve().parents[2]):
+    for folder in (Path.cwd(), Path(__file__).resolve().parents[3]):
         if (folder / "benchmarks" / "peer_langgraph.py").is_file():
             return folder
     return None
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     checkout = find_checkout()
     if checkout is not None and str(checkout) not in sys.path:
         sys.path.insert(0, str(checkout))
-    from ._bench.suite import main
+    from .._bench.suite import main
 
     code: int = main(args)
     return code

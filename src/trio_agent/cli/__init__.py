@@ -4,7 +4,7 @@ Exit codes: 0 success; 1 the command ran and found a problem (``check``: a trans
 that does not load or is not paired; ``replay``: a session that diverges from its
 cassette); 2 bad usage; 130 interrupted by Ctrl-C.
 
-Each sub-command lives in its own ``_cmd_<name>`` module with two functions:
+Each sub-command lives in its own module ``trio_agent.cli.<name>`` with two functions:
 ``add_arguments(parser)`` and ``run(args) -> int``.
 """
 
@@ -15,6 +15,8 @@ import importlib
 import sys
 from typing import TYPE_CHECKING
 
+from ._common import INTERRUPTED
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import ModuleType
@@ -23,15 +25,15 @@ __all__ = ["main"]
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("trio_agent._cmd_demo", "run an offline scripted session and show it live"),
-    "check": ("trio_agent._cmd_check", "check (and repair) a JSONL transcript"),
-    "bench": ("trio_agent._cmd_bench", "run the benchmarks against a bare trio floor"),
-    "chat": ("trio_agent._cmd_chat", "chat with a real model that uses the workspace tools"),
+    "demo": ("trio_agent.cli.demo", "run an offline scripted session and show it live"),
+    "check": ("trio_agent.cli.check", "check (and repair) a JSONL transcript"),
+    "bench": ("trio_agent.cli.bench", "run the benchmarks against a bare trio floor"),
+    "chat": ("trio_agent.cli.chat", "chat with a real model that uses the workspace tools"),
     "replay": (
-        "trio_agent._cmd_replay",
+        "trio_agent.cli.replay",
         "re-run a recorded chat offline, report divergence",
     ),
-    "fleet": ("trio_agent._cmd_fleet", "run a JSONL file of tasks to completion, resumably"),
+    "fleet": ("trio_agent.cli.fleet", "run a JSONL file of tasks to completion, resumably"),
 }
 
 
@@ -45,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A trio-native agent loop runtime.",
         epilog="exit codes: 0 ok, 1 problem found, 2 bad usage, 130 interrupted",
     )
-    from . import __version__
+    from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"trio-agent {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -63,14 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = _module(args.command).run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BaseExceptionGroup as group:
         if group.subgroup(KeyboardInterrupt) is not None:
             print("interrupted", file=sys.stderr)
-            return 130
+            return INTERRUPTED
         raise
     return code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 import attrs
 
+from . import _events as ev
 from ._messages import AssistantMessage, Image, Message, Text, ToolCall, ToolResultMessage
 from ._model import Model, ModelOptions
 from ._tools import Tool, as_tools
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AfterToolCallContext",
     "AfterToolCallResult",
+    "AgentRunResult",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
     "Context",
@@ -124,7 +126,8 @@ class LoopConfig:
         convert_to_llm: shapes the transcript for the model, per request (default: drop
             ``CustomMessage``).
         transform_context: runs before ``convert_to_llm``, per request.
-        before_tool_call / after_tool_call: per-call hooks (see SPEC §4).
+        before_tool_call / after_tool_call: per-call hooks: before a call runs (may
+            block it with a reason) and after it ran (may replace its result).
         get_steering_messages / get_follow_up_messages: queue polls.
         prepare_next_turn: swap context, model or options before the next request.
         should_stop_after_turn: end the run (reason ``stopped``) after a turn.
@@ -161,3 +164,29 @@ class LoopConfig:
 
 if not TYPE_CHECKING:  # resolve the forward references attrs keeps as strings
     from ._tools import ToolOutput
+
+
+@attrs.frozen(kw_only=True)
+class AgentRunResult:
+    """How a run ended.
+
+    Attributes:
+        reason: why it ended.
+        messages: the messages this run added, in transcript order.
+        steps: model requests made.
+        transcript: the working message list the run ended with (the context's messages,
+            or what ``prepare_next_turn`` swapped in, plus everything appended since).
+        undelivered: prompts, and messages a steering/follow-up poll returned, that never
+            entered the transcript because the run ended first (the Agent puts polled ones
+            back at the front of its queue).
+        turns: the batch statistics of each turn, in order.
+        error_message: the model's error, when the run ended on an ``error`` reply.
+    """
+
+    reason: ev.EndReason
+    messages: tuple[Message, ...]
+    steps: int
+    transcript: tuple[Message, ...]
+    undelivered: tuple[Message, ...] = ()
+    turns: tuple[ev.TurnStats, ...] = ()
+    error_message: str | None = None

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._cmd_check import load_or_complain
-from ._demo_view import LiveView, Output, wants_color
-from .replay import CassetteFormatError, load_cassette, replay_session
-from .tools import workspace
+from ..replay import CassetteFormatError, load_cassette, replay_session
+from ..tools import workspace
+from ._render import LiveView, Output, wants_color
+from .check import load_or_complain
 
 if TYPE_CHECKING:
     import argparse
 
-    from .replay import Cassette, SessionReplay
+    from ..replay import Cassette, SessionReplay
 
 __all__ = ["add_arguments", "run"]
 

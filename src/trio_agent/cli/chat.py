@@ -30,7 +30,6 @@ import os
 import re
 import signal
 import sys
-import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -38,25 +37,26 @@ from typing import TYPE_CHECKING, Any, TextIO
 import attrs
 import trio
 
-from . import _events as ev
-from ._agent import Agent, open_agent
-from ._demo_view import LiveView, Output, describe_call, wants_color
-from ._errors import AgentRunError, AgentUsageError, TranscriptFormatError
-from ._hooks import BeforeToolCallContext, BeforeToolCallResult, LoopConfig
-from ._jsonl import JsonlTranscript
-from ._messages import UserMessage
-from ._model import ModelOptions
-from .providers import Anthropic, OpenAIChat
-from .replay import RecordingModel
-from .tools import workspace
+from .. import _events as ev
+from .._agent import Agent, open_agent
+from .._config import BeforeToolCallContext, BeforeToolCallResult, LoopConfig
+from .._errors import AgentRunError, AgentUsageError, TranscriptFormatError
+from .._jsonl import JsonlTranscript
+from .._messages import UserMessage
+from .._model import ModelOptions
+from ..providers import Anthropic, OpenAIChat
+from ..replay import RecordingModel
+from ..tools import workspace
+from ._common import state_file
+from ._render import LiveView, Output, describe_call, wants_color
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncIterator, Collection, Sequence
 
-    from ._model import Model
-    from ._tools import Tool
-    from .mcp import McpServer
+    from .._model import Model
+    from .._tools import Tool
+    from ..mcp import McpServer
 
 __all__ = ["add_arguments", "run", "run_chat"]
 
@@ -425,11 +425,7 @@ def _transcript_path(chosen: Path | None) -> Path:
     if chosen is not None:
         chosen.parent.mkdir(parents=True, exist_ok=True)
         return chosen
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    name = f"chat-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
-    path = Path(base) / "trio-agent" / "chat" / name
+    path = state_file("chat")
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -479,7 +475,7 @@ def _mcp_servers(args: argparse.Namespace, transcript: Path) -> list[McpServer]:
     ImportError when the MCP extra is not installed (only when one is asked for)."""
     if not args.mcp and not args.mcp_url:
         return []
-    from .mcp import StdioServer, StreamableHttpServer
+    from ..mcp import StdioServer, StreamableHttpServer
 
     servers: list[McpServer] = []
     stderr = f"{transcript}.mcp.log"
@@ -503,7 +499,7 @@ async def _main(
 ) -> int:
     if not servers:
         return await _chat(args, model, folder, transcript, ())
-    from .mcp import McpServerError, open_mcp_tools
+    from ..mcp import McpServerError, open_mcp_tools
 
     try:
         # Every server process ends with this block, also on Ctrl-C.

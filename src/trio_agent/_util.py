@@ -1,0 +1,110 @@
+"""Small helpers shared by the loop, the batch and the Agent.
+
+``maybe_await`` lets a hook be sync or async; ``make_result`` builds a tool result and
+checks its content; ``representative`` picks the one exception to raise for a group.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import abc
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._messages import Image, Text, ToolCall, ToolResultMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["make_result", "maybe_await", "representative", "result_content"]
+
+
+async def maybe_await(value: Any) -> Any:
+    """``value``, awaited first when it is awaitable (a hook may be sync or async).
+
+    Checkpoints only when ``value`` is awaitable and the awaitable does.
+    """
+    if hasattr(value, "__await__"):
+        return await value
+    return value
+
+
+def result_content(content: str | Sequence[Text | Image]) -> tuple[Text | Image, ...]:
+    """``content`` as result blocks, checked where a tool (or a hook) hands it over.
+
+    Raises:
+        TypeError: ``content`` is not a ``str`` or a sequence of ``Text``/``Image``
+            blocks with ``str`` fields (bytes, a dict, a list holding a str...). Such a
+            value would make the transcript unloadable, so it becomes that call's error.
+    """
+    if isinstance(content, str):
+        return (Text(text=content),)
+    given: object = content  # checked at run time, whatever the annotations say
+    if not isinstance(given, list | tuple) and (
+        not isinstance(given, abc.Sequence) or isinstance(given, bytes | bytearray)
+    ):
+        raise TypeError(
+            f"tool result content must be a str or a sequence of Text/Image blocks, "
+            f"not {type(given).__name__}"
+        )
+    for i, block in enumerate(content):
+        # The annotations say what a block should be; this checks what it is.
+        fields: tuple[object, ...]
+        if type(block) is Text:
+            fields = (block.text, "" if block.signature is None else block.signature)
+        elif type(block) is Image:
+            fields = (block.data, block.mime_type)
+        else:
+            raise TypeError(
+                f"tool result content[{i}] is a {type(block).__name__}, not a Text or "
+                "Image block"
+            )
+        if not all(isinstance(f, str) for f in fields):
+            raise TypeError(
+                f"tool result content[{i}]: a {type(block).__name__} whose fields are not "
+                "all str"
+            )
+    return tuple(content)
+
+
+def make_result(
+    call: ToolCall,
+    text: str | Sequence[Text | Image],
+    *,
+    is_error: bool,
+    details: Any = None,
+) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=result_content(text),
+        details=details,
+        is_error=is_error,
+        timestamp=time.time(),
+    )
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:
+            out.extend(_leaves(inner))
+        return out
+    return [exc]
+
+
+def representative(exc: BaseException) -> BaseException:
+    """The one exception to raise for a (possibly grouped) failure.
+
+    Order: a non-``Exception`` (KeyboardInterrupt...) first, then an ``Exception``, then
+    ``Cancelled`` — so no library error and no Cancelled ever reaches a caller wrapped.
+    """
+    leaves = _leaves(exc)
+    for leaf in leaves:
+        if not isinstance(leaf, Exception | trio.Cancelled):
+            return leaf
+    for leaf in leaves:
+        if isinstance(leaf, Exception):
+            return leaf
+    return leaves[0]
