@@ -36,6 +36,8 @@ from ._tools import Tool, ToolContext, ToolOutput
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ._observer import ObservedCall, Probe
+
 __all__ = ["Batch", "CallState", "make_result"]
 
 
@@ -112,6 +114,7 @@ class CallState(ToolContext):
         "args",
         "batch",
         "end",
+        "obs",
         "outcome",
         "result",
         "start",
@@ -134,6 +137,7 @@ class CallState(ToolContext):
         self.start = math.nan
         self.end = math.nan
         self.waited = 0.0
+        self.obs: ObservedCall | None = None  # the call's observation, if observed
 
     def end_event(self) -> ev.ToolExecutionEnd:
         assert self.result is not None
@@ -195,6 +199,7 @@ class Batch:
         self._peak = 0
         self._started_at = math.nan
         self._ended_at = math.nan
+        self.probe: Probe | None = None  # set by the run when something observes it
 
     # --- driving ---------------------------------------------------------------------
 
@@ -246,6 +251,8 @@ class Batch:
             if st.result is None:
                 st.result = make_result(st.call, self.stop_text, is_error=True)
                 st.outcome = self.stop_outcome
+                if st.obs is not None:
+                    st.obs.end(st.result, st.outcome)
                 events.append(st.end_event())
         return events
 
@@ -299,6 +306,8 @@ class Batch:
     ) -> None:
         st.result = result
         st.outcome = outcome
+        if st.obs is not None:
+            st.obs.end(result, outcome)
         if self._interleave:
             # Sequential: the result enters the transcript now, its MessageStart and
             # MessageEnd right after the call's ToolExecutionEnd (as in pi), so a crash
@@ -328,6 +337,8 @@ class Batch:
         """
         call = st.call
         st.start_emitted = True
+        if self.probe is not None:
+            st.obs = self.probe.tool_call(call)
         if self._has_sink:
             await self._emit(st.start_event())
         tool = self._tools.get(call.name)
@@ -394,6 +405,8 @@ class Batch:
             self._peak = self._running
         st.start = trio.current_time()
         timer: trio.CancelScope | None = None
+        # The call's observation is current while its tool runs (in the call's task).
+        token = st.obs.activate() if st.obs is not None else None
         try:
             # Inline rather than a helper coroutine: one frame less per live call; and no
             # `with` block without a timeout (it would keep a bound __exit__ alive).
@@ -411,6 +424,8 @@ class Batch:
         finally:
             self._running -= 1
             st.end = trio.current_time()
+            if st.obs is not None:
+                st.obs.deactivate(token)
         if timer is not None and timer.cancelled_caught:
             await self._fail(st, f"Tool {call.name} timed out after {timeout:g}s", "timed_out")
             return

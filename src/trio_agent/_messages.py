@@ -90,6 +90,22 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
+    def __add__(self, other: Usage) -> Usage:
+        """The two counts summed, field by field."""
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every prompt token: input plus cache read and write."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
     @property
     def total(self) -> int:
         """Every token counted, cached ones included."""

@@ -50,9 +50,11 @@ from ._messages import (
     Message,
     ToolCall,
     ToolResultMessage,
+    Usage,
     as_prompts,
 )
 from ._model import Model, ModelOptions, ModelRequest, ToolSpec
+from ._observer import Probe
 from ._policy import Decision, decide
 from ._stream import StreamAccumulator
 
@@ -77,6 +79,7 @@ class AgentRunResult:
             back at the front of its queue).
         turns: the batch statistics of each turn, in order.
         error_message: the model's error, when the run ended on an ``error`` reply.
+        usage: the token counts of this run's replies, summed (cache tokens included).
     """
 
     reason: ev.EndReason
@@ -86,6 +89,7 @@ class AgentRunResult:
     undelivered: tuple[Message, ...] = ()
     turns: tuple[ev.TurnStats, ...] = ()
     error_message: str | None = None
+    usage: Usage = attrs.field(factory=Usage)
 
 
 def _default_convert(messages: Sequence[Message]) -> tuple[Message, ...]:
@@ -156,6 +160,7 @@ class Runner:
         "on_event",
         "options",
         "pending",
+        "probe",
         "redo",
         "result",
         "scope",
@@ -172,6 +177,7 @@ class Runner:
         "turn_results",
         "turn_stats",
         "turns",
+        "usage",
     )
 
     def __init__(
@@ -242,6 +248,8 @@ class Runner:
         self.closing_scope: trio.CancelScope | None = None
         self.result: AgentRunResult | None = None
         self._tool_specs: tuple[ToolSpec, ...] | None = None
+        self.usage = Usage()  # of the replies this run appended
+        self.probe = Probe.make(config.observer)  # None: nothing observes the run
 
     # --- control from other tasks -------------------------------------------------------
 
@@ -360,6 +368,8 @@ class Runner:
     def _push(self, message: Message) -> None:
         self.transcript.append(message)
         self.new_messages.append(message)
+        if type(message) is AssistantMessage:
+            self.usage += message.usage
         if type(message) is not CustomMessage:
             self.llm_view.append(message)
 
@@ -442,6 +452,7 @@ class Runner:
             undelivered=tuple(self.pending),
             turns=tuple(self.turns),
             error_message=error_message,
+            usage=self.usage,
         )
         self.pending = []
         events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))
@@ -451,6 +462,17 @@ class Runner:
     # --- the run ------------------------------------------------------------------------
 
     async def run(self) -> AgentRunResult:
+        if self.probe is not None:
+            return await self.probe.run(
+                self._run, model=self.model, prompts=tuple(self.pending), ended=self._ended
+            )
+        return await self._run()
+
+    def _ended(self) -> tuple[ev.EndReason | None, int, Usage]:
+        result = self.result
+        return (None if result is None else result.reason), self.steps, self.usage
+
+    async def _run(self) -> AgentRunResult:
         failure: BaseException | None = None
         try:
             with self.scope:
@@ -562,6 +584,8 @@ class Runner:
                 if not first:
                     if self.steps >= config.max_steps:
                         return await self._end("max_steps")
+                    if self._over_budget():
+                        return await self._end("usage_limit")
                     await self._checkpoint_abort()
                     if config.prepare_next_turn is not None:
                         nxt = await maybe_await(config.prepare_next_turn(self._turn_context()))
@@ -588,6 +612,16 @@ class Runner:
             if self.turn_message is not None and self.turn_message.stop_reason == "aborted":
                 return await self._end("aborted")
             return await self._end("terminated" if last_terminated else "stop")
+
+    def _over_budget(self) -> bool:
+        """Whether the next request would go over a token budget (see ``LoopConfig``)."""
+        config = self.config
+        if config.max_input_tokens is not None:
+            last = self.turn_message.usage.prompt_tokens if self.turn_message else 0
+            if self.usage.prompt_tokens + last > config.max_input_tokens:
+                return True
+        limit = config.max_output_tokens
+        return limit is not None and self.usage.output_tokens >= limit
 
     def _apply_next_turn(self, nxt: NextTurn) -> None:
         if nxt.context is not None:
@@ -690,8 +724,11 @@ class Runner:
             self.stream_scope = scope
             if idle is not None:
                 scope.deadline = trio.current_time() + idle
+            stream = self.model.stream(request)
+            if self.probe is not None:
+                stream = self.probe.request(stream, self.model, request, self.steps)
             try:
-                async with self.model.stream(request) as events:
+                async with stream as events:
                     async for event in events:
                         if idle is not None:
                             scope.deadline = math.inf
@@ -807,6 +844,7 @@ class Runner:
             has_sink=self.has_sink,
             append=self._append,
         )
+        batch.probe = self.probe
         self.batch = batch
         if self.interrupt_pending:
             self.interrupt_pending = False

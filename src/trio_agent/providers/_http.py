@@ -714,6 +714,11 @@ class HTTPModel:
     ) -> None:
         self.model = model
         self.provider = provider
+        # Where the requests go, for telemetry (``server.address``/``server.port``):
+        # the host only, never the credentials a URL may carry.
+        url = urllib.parse.urlsplit(base_url)
+        self.server_address: str | None = url.hostname
+        self.server_port: int | None = url.port or {"https": 443, "http": 80}.get(url.scheme)
         self._session = Session(
             base_url=base_url,
             options=http if http is not None else HTTPOptions(),
