@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -35,7 +36,6 @@ from trio_agent.testing import ScriptedModel
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-    from opentelemetry import trace
 
 SECRET = "s3cr3t-argument"
 
@@ -453,3 +453,24 @@ def test_importing_trio_agent_does_not_import_opentelemetry() -> None:
         "assert 'opentelemetry.trace' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_otel_console_without_the_sdk_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trio_agent._cmd_chat import _observer
+
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)
+    with pytest.raises(ImportError, match="pip install opentelemetry-sdk"):
+        _observer(True)
+
+
+def test_command_line_observer_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trio_agent.telemetry._setup import command_line_observer
+
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    # No provider configured (the API's proxy): no spans, no observer.
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    assert command_line_observer(False, agent_name="x") is None
+    assert command_line_observer(True, agent_name="x") is not None
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert command_line_observer(True, agent_name="x") is None
