@@ -302,7 +302,8 @@ class ObservedStream:
     ) -> bool | None:
         error = exc
         try:
-            return await self.inner.__aexit__(exc_type, exc, tb)
+            # A wrapper: the model's own exit runs exactly as it would unwrapped.
+            return await self.inner.__aexit__(exc_type, exc, tb)  # noqa: ASYNC102
         except BaseException as raised:
             error = raised
             raise
