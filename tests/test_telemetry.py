@@ -23,6 +23,7 @@ from trio_agent import (
     Text,
     ToolCall,
     ToolContext,
+    ToolOutput,
     Usage,
     check_transcript,
     open_agent,
@@ -474,3 +475,24 @@ def test_command_line_observer_follows_the_environment(monkeypatch: pytest.Monke
     assert command_line_observer(True, agent_name="x") is not None
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert command_line_observer(True, agent_name="x") is None
+
+
+async def test_a_tool_that_raises_records_the_exception_type(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    async def explode(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        raise KeyError("missing")
+
+    async def error_result(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> Any:
+        return ToolOutput(content="no such row", is_error=True)
+
+    model = ScriptedModel([tool_use(call("a", "explode"), call("b", "soft")), done()])
+    config = LoopConfig(observer=OpenTelemetry(tracer_provider=provider))
+    tools = [make_tool("explode", explode), make_tool("soft", error_result)]
+    await run_agent_loop(prompt(), Context(tools=tools), model, config)
+    spans = exporter.get_finished_spans()
+    (exploded,) = by_name(spans, "execute_tool explode")
+    assert attrs_of(exploded)["error.type"] == "KeyError"
+    (soft,) = by_name(spans, "execute_tool soft")
+    assert attrs_of(soft)["error.type"] == "error"
+    assert soft.status.status_code is StatusCode.ERROR

@@ -419,6 +419,8 @@ class Batch:
                         output = await tool.execute(call, st.args, st)
                 content, details, terminate, is_error = _normalize(output)
             except Exception as exc:
+                if st.obs is not None:
+                    st.obs.exception = exc
                 content = (Text(text=_describe(exc)),)
                 details, terminate, is_error = None, False, True
         finally:

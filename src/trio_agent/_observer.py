@@ -89,8 +89,15 @@ class RequestObservation(_Activatable, Protocol):
 
 
 class CallObservation(_Activatable, Protocol):
-    def end(self, *, result: ToolResultMessage, outcome: ev.ToolOutcome) -> None:
-        """The call settled (or got its stop result on an abort, interrupt or cancel)."""
+    def end(
+        self,
+        *,
+        result: ToolResultMessage,
+        outcome: ev.ToolOutcome,
+        exception: Exception | None,
+    ) -> None:
+        """The call settled (or got its stop result on an abort, interrupt or cancel);
+        ``exception`` is what the tool raised, if it raised."""
         ...
 
 
@@ -193,13 +200,14 @@ def _error_type(error: BaseException) -> str:
 class ObservedCall:
     """One tool call's observation and log line; ended once, activated in its task."""
 
-    __slots__ = ("call", "debug", "obs", "start")
+    __slots__ = ("call", "debug", "exception", "obs", "start")
 
     def __init__(self, obs: CallObservation | None, debug: bool, call: ToolCall) -> None:
         self.obs = obs
         self.debug = debug
         self.call = call
         self.start = trio.current_time()
+        self.exception: Exception | None = None  # what the tool raised, if it did
 
     def activate(self) -> object:
         return None if self.obs is None else self.obs.activate()
@@ -211,7 +219,7 @@ class ObservedCall:
     def end(self, result: ToolResultMessage, outcome: ev.ToolOutcome) -> None:
         if self.obs is not None:
             obs, self.obs = self.obs, None  # ended exactly once
-            obs.end(result=result, outcome=outcome)
+            obs.end(result=result, outcome=outcome, exception=self.exception)
         if self.debug:
             self.debug = False
             logger.debug(

@@ -13,7 +13,8 @@ Calls of a parallel batch run in tasks of their own; each activates its own span
 so siblings never see each other's span. A cancelled span gets ``error.type`` set
 explicitly (OpenTelemetry records ``trio.Cancelled`` as nothing): ``cancelled`` when a
 cancel propagated out of it, the tool outcome (``aborted``, ``skipped``, ``timed_out``...)
-for a call, the end reason (``aborted``, ``error``) for a run.
+for a call (the exception's type for a tool that raised), the end reason (``aborted``,
+``model_error``) for a run.
 """
 
 from __future__ import annotations
@@ -246,14 +247,23 @@ class _CallSpan(_Span):
         super().__init__(span)
         self.capture = capture
 
-    def end(self, *, result: ToolResultMessage, outcome: ev.ToolOutcome) -> None:
+    def end(
+        self,
+        *,
+        result: ToolResultMessage,
+        outcome: ev.ToolOutcome,
+        exception: Exception | None,
+    ) -> None:
         span = self.span
         if span.is_recording():
             span.set_attribute("trio_agent.tool.outcome", outcome)
             if self.capture:
                 span.set_attribute("gen_ai.tool.call.result", _result_text(result))
             if outcome != "ok":
-                _fail(span, outcome, _result_text(result) if self.capture else None)
+                # A tool that raised: the exception's type; otherwise the outcome
+                # (timed_out, aborted, skipped, not_found...; "error" for an error result).
+                kind = type(exception).__qualname__ if exception is not None else outcome
+                _fail(span, kind, _result_text(result) if self.capture else None)
         span.end()
 
 
