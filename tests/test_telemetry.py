@@ -496,3 +496,42 @@ async def test_a_tool_that_raises_records_the_exception_type(
     (soft,) = by_name(spans, "execute_tool soft")
     assert attrs_of(soft)["error.type"] == "error"
     assert soft.status.status_code is StatusCode.ERROR
+
+
+class Broken:
+    """An observer whose every method raises."""
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(f"observer bug in {name}")
+
+        return fail
+
+
+class BrokenObservations:
+    """An observer whose observations raise in every method."""
+
+    def start_run(self, **kwargs: Any) -> Broken:
+        return Broken()
+
+    def start_request(self, **kwargs: Any) -> Broken:
+        return Broken()
+
+    def start_tool_call(self, **kwargs: Any) -> Broken:
+        return Broken()
+
+
+@pytest.mark.parametrize("observer", [Broken(), BrokenObservations()])
+async def test_a_failing_observer_changes_nothing(
+    observer: Any, caplog: pytest.LogCaptureFixture, autojump_clock: Any
+) -> None:
+    model = ScriptedModel([tool_use(call("a", "probe"), call("b", "nap")), done()])
+    config = LoopConfig(observer=observer, tool_timeout=1)
+    tools = [make_tool("probe"), sleeper("nap", 100.0)]
+    with caplog.at_level(logging.WARNING, logger="trio_agent"):
+        result = await run_agent_loop(prompt(), Context(tools=tools), model, config)
+    assert (result.reason, result.steps) == ("stop", 2)
+    check_transcript(result.transcript)
+    warnings = [r for r in caplog.records if r.getMessage().startswith("the observer failed")]
+    assert warnings
+    assert all("observer bug" in str(r.exc_info[1]) for r in warnings if r.exc_info)

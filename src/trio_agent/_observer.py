@@ -22,7 +22,7 @@ never message contents, arguments, results, headers or keys.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Protocol, TypeVar, final
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
 
 import trio
 
@@ -102,8 +102,9 @@ class CallObservation(_Activatable, Protocol):
 
 
 class Observer(Protocol):
-    """What the loop calls out to. All methods are synchronous and must not block; an
-    exception they raise is a bug in the observer and fails the run."""
+    """What the loop calls out to. All methods (the observations' too) are synchronous
+    and must not block. An exception one raises is logged as a warning on the
+    ``trio_agent`` logger and otherwise ignored: observing never changes a run."""
 
     def start_run(self, *, model: Model, prompts: tuple[Message, ...]) -> RunObservation:
         """A run starts (in its own task, before its first event)."""
@@ -146,9 +147,11 @@ class Probe:
         """Run ``body`` (the whole run) under the run's observation; ``ended`` reads the
         run's end reason, steps and usage once it is over."""
         obs = (
-            None if self.observer is None else self.observer.start_run(model=model, prompts=prompts)
+            None
+            if self.observer is None
+            else _safely(self.observer.start_run, model=model, prompts=prompts)
         )
-        token = None if obs is None else obs.activate()
+        token = None if obs is None else _safely(obs.activate)
         start = trio.current_time()
         error: BaseException | None = None
         try:
@@ -159,8 +162,8 @@ class Probe:
         finally:
             reason, steps, usage = ended()
             if obs is not None:
-                obs.deactivate(token)
-                obs.end(reason=reason, steps=steps, usage=usage, error=error)
+                _safely(obs.deactivate, token)
+                _safely(obs.end, reason=reason, steps=steps, usage=usage, error=error)
             logger.info(
                 "run ended: reason=%s steps=%d input_tokens=%d output_tokens=%d "
                 "cache_read_tokens=%d cache_write_tokens=%d duration=%.3fs%s",
@@ -186,8 +189,18 @@ class Probe:
 
     def tool_call(self, call: ToolCall) -> ObservedCall:
         """An observation of one tool call (its log line included)."""
-        obs = None if self.observer is None else self.observer.start_tool_call(call=call)
+        obs = None if self.observer is None else _safely(self.observer.start_tool_call, call=call)
         return ObservedCall(obs, self.debug, call)
+
+
+def _safely(method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T | None:
+    """Call into the observer; what it raises is logged and dropped (None), so that an
+    observer's bug never changes a run — not its result, not its clean-up."""
+    try:
+        return method(*args, **kwargs)
+    except Exception:
+        logger.warning("the observer failed in %s", method.__qualname__, exc_info=True)
+        return None
 
 
 def _error_type(error: BaseException) -> str:
@@ -210,16 +223,16 @@ class ObservedCall:
         self.exception: Exception | None = None  # what the tool raised, if it did
 
     def activate(self) -> object:
-        return None if self.obs is None else self.obs.activate()
+        return None if self.obs is None else _safely(self.obs.activate)
 
     def deactivate(self, token: object) -> None:
         if self.obs is not None:
-            self.obs.deactivate(token)
+            _safely(self.obs.deactivate, token)
 
     def end(self, result: ToolResultMessage, outcome: ev.ToolOutcome) -> None:
         if self.obs is not None:
             obs, self.obs = self.obs, None  # ended exactly once
-            obs.end(result=result, outcome=outcome, exception=self.exception)
+            _safely(obs.end, result=result, outcome=outcome, exception=self.exception)
         if self.debug:
             self.debug = False
             logger.debug(
@@ -276,8 +289,9 @@ class ObservedStream:
     async def __aenter__(self) -> ObservedStream:
         observer = self.probe.observer
         if observer is not None:
-            self.obs = observer.start_request(model=self.model, request=self.request)
-            self.token = self.obs.activate()
+            self.obs = _safely(observer.start_request, model=self.model, request=self.request)
+            if self.obs is not None:
+                self.token = _safely(self.obs.activate)
         self.start = trio.current_time()
         try:
             events = await self.inner.__aenter__()
@@ -296,7 +310,7 @@ class ObservedStream:
         if not self.first_at:
             self.first_at = trio.current_time()
             if self.obs is not None:
-                self.obs.first_chunk()
+                _safely(self.obs.first_chunk)
         kind = getattr(event, "type", None)
         if kind == "done" or kind == "error":
             self.final = event.message  # type: ignore[union-attr]
@@ -321,8 +335,8 @@ class ObservedStream:
     def _end(self, error: BaseException | None) -> None:
         obs, self.obs = self.obs, None
         if obs is not None:
-            obs.deactivate(self.token)
-            obs.end(message=self.final, error=error)
+            _safely(obs.deactivate, self.token)
+            _safely(obs.end, message=self.final, error=error)
         if self.probe.debug:
             now = trio.current_time()
             final = self.final
