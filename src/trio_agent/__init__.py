@@ -75,6 +75,10 @@ from ._model import Model as Model
 from ._model import ModelOptions as ModelOptions
 from ._model import ModelRequest as ModelRequest
 from ._model import ToolSpec as ToolSpec
+from ._observer import CallObservation as CallObservation
+from ._observer import Observer as Observer
+from ._observer import RequestObservation as RequestObservation
+from ._observer import RunObservation as RunObservation
 from ._serde import dumps as dumps
 from ._serde import loads as loads
 from ._tools import Tool as Tool
@@ -100,6 +104,7 @@ __all__ = [
     "AssistantMessage",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "CallObservation",
     "CallTiming",
     "ContentBlock",
     "Context",
@@ -119,6 +124,9 @@ __all__ = [
     "ModelOptions",
     "ModelRequest",
     "NextTurn",
+    "Observer",
+    "RequestObservation",
+    "RunObservation",
     "Start",
     "StopReason",
     "Text",
