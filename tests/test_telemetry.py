@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from trio_agent.telemetry import OpenTelemetry
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import AsyncIterator, Iterator, Mapping
 
 
 SECRET = "s3cr3t-argument"
@@ -535,3 +536,45 @@ async def test_a_failing_observer_changes_nothing(
     warnings = [r for r in caplog.records if r.getMessage().startswith("the observer failed")]
     assert warnings
     assert all("observer bug" in str(r.exc_info[1]) for r in warnings if r.exc_info)
+
+
+class TracingModel:
+    """A model whose stream does traced work of its own when it opens (as an instrumented
+    HTTP client would)."""
+
+    def __init__(self, inner: ScriptedModel, tracer: trace.Tracer) -> None:
+        self.inner = inner
+        self.tracer = tracer
+
+    @contextlib.asynccontextmanager
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        with self.tracer.start_as_current_span("provider request"):
+            await trio.lowlevel.checkpoint()
+        async with self.inner.stream(request) as events:
+            yield events
+
+
+async def test_sequential_batch_and_provider_spans_nest(
+    provider: TracerProvider, exporter: InMemorySpanExporter, autojump_clock: Any
+) -> None:
+    tracer = provider.get_tracer("test")
+    inner = ScriptedModel([tool_use(call("a", "slow"), call("b", "fast")), done()])
+    model = TracingModel(inner, tracer)
+    tools = [worker("slow", 2.0, tracer), worker("fast", 1.0, tracer)]
+    config = LoopConfig(
+        observer=OpenTelemetry(tracer_provider=provider), tool_execution="sequential"
+    )
+    result = await run_agent_loop(prompt(), Context(tools=tools), model, config)
+    assert result.reason == "stop"
+    spans = exporter.get_finished_spans()
+    chats = by_name(spans, "chat")
+    provider_spans = by_name(spans, "provider request")
+    assert [parent_id(p) for p in provider_spans] == [span_id(c) for c in chats]
+    a, b = by_name(spans, "execute_tool slow")[0], by_name(spans, "execute_tool fast")[0]
+    assert parent_id(by_name(spans, "work a")[0]) == span_id(a)
+    assert parent_id(by_name(spans, "work b")[0]) == span_id(b)
+    assert a.end_time is not None
+    assert b.start_time is not None
+    assert a.end_time <= b.start_time  # one after the other
+    (run,) = by_name(spans, "invoke_agent trio-agent")
+    assert {parent_id(s) for s in (*chats, a, b)} == {span_id(run)}

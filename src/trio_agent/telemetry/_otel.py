@@ -9,6 +9,12 @@ conventions, which are still marked "development")::
       execute_tool {tool}           INTERNAL  one tool call; whatever the tool does
                                               (a nested run, a subprocess span) nests here
 
+Every call of a batch gets a span, from its preparation (lookup, argument checks,
+``before_tool_call``) to its result — also a call refused there (``not_found``,
+``invalid_arguments``, ``blocked``) or stopped by an abort. Calls that never reach a batch
+(those of a truncated, failed or interrupted reply, answered with a skipped result) get
+none: nothing was executed.
+
 Calls of a parallel batch run in tasks of their own; each activates its own span there,
 so siblings never see each other's span. A cancelled span gets ``error.type`` set
 explicitly (OpenTelemetry records ``trio.Cancelled`` as nothing): ``cancelled`` when a
