@@ -416,6 +416,8 @@ async def test_log_lines(caplog: pytest.LogCaptureFixture, autojump_clock: Any) 
     )
     requests = [line for line in lines if line.startswith("model request")]
     assert len(requests) == 2
+    # The first chunk came at virtual time 0: still reported.
+    assert all("first_chunk=0.000s" in line for line in requests), requests
     assert "tool_use" in requests[0]
     assert "stop" in requests[1]
     assert any(line.startswith("tool call nap (b): timed_out in 2.000s") for line in lines)

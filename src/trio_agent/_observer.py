@@ -284,7 +284,8 @@ class ObservedStream:
         self.token: object = None
         self.iterator: AsyncIterator[ev.AssistantEvent] | None = None
         self.final: AssistantMessage | None = None
-        self.start = self.first_at = 0.0
+        self.start = 0.0
+        self.first_at: float | None = None  # when the first event arrived
 
     async def __aenter__(self) -> ObservedStream:
         observer = self.probe.observer
@@ -307,7 +308,7 @@ class ObservedStream:
     async def __anext__(self) -> ev.AssistantEvent:
         assert self.iterator is not None
         event = await anext(self.iterator)
-        if not self.first_at:
+        if self.first_at is None:
             self.first_at = trio.current_time()
             if self.obs is not None:
                 _safely(self.obs.first_chunk)
@@ -354,6 +355,6 @@ class ObservedStream:
                 else "no reply",
                 "-" if usage is None else usage.input_tokens,
                 "-" if usage is None else usage.output_tokens,
-                f"{self.first_at - self.start:.3f}s" if self.first_at else "-",
+                "-" if self.first_at is None else f"{self.first_at - self.start:.3f}s",
                 now - self.start,
             )

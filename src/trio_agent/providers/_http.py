@@ -695,6 +695,12 @@ class HTTPModel:
         headers: extra request headers.
         http: timeouts, pool limits and retries.
 
+    Attributes:
+        model / provider: as given.
+        server_address / server_port: the host and port of ``base_url`` (the port
+            implied by the scheme when the URL names none), for telemetry; never the
+            credentials a URL may carry.
+
     Subclasses define ``_path``, :meth:`request_body`, :meth:`_auth_headers` and
     :meth:`_decoder`.
     """
