@@ -52,6 +52,7 @@ from ._messages import (
     ToolResultMessage,
     Usage,
     as_prompts,
+    sum_usage,
 )
 from ._model import Model, ModelOptions, ModelRequest, ToolSpec
 from ._observer import Probe
@@ -177,7 +178,8 @@ class Runner:
         "turn_results",
         "turn_stats",
         "turns",
-        "usage",
+        "usage_counted",
+        "usage_so_far",
     )
 
     def __init__(
@@ -248,7 +250,10 @@ class Runner:
         self.closing_scope: trio.CancelScope | None = None
         self.result: AgentRunResult | None = None
         self._tool_specs: tuple[ToolSpec, ...] | None = None
-        self.usage = Usage()  # of the replies this run appended
+        # The usage of new_messages[:usage_counted], summed only when a token budget is
+        # checked or the usage is read (nothing per reply on the hot path).
+        self.usage_so_far = Usage()
+        self.usage_counted = 0
         self.probe = Probe.make(config.observer)  # None: nothing observes the run
 
     # --- control from other tasks -------------------------------------------------------
@@ -368,8 +373,6 @@ class Runner:
     def _push(self, message: Message) -> None:
         self.transcript.append(message)
         self.new_messages.append(message)
-        if type(message) is AssistantMessage:
-            self.usage += message.usage
         if type(message) is not CustomMessage:
             self.llm_view.append(message)
 
@@ -467,6 +470,15 @@ class Runner:
                 self._run, model=self.model, prompts=tuple(self.pending), ended=self._ended
             )
         return await self._run()
+
+    @property
+    def usage(self) -> Usage:
+        """The token counts of the replies this run appended so far, summed."""
+        new = self.new_messages
+        if self.usage_counted < len(new):
+            self.usage_so_far = self.usage_so_far + sum_usage(new[self.usage_counted :])
+            self.usage_counted = len(new)
+        return self.usage_so_far
 
     def _ended(self) -> tuple[ev.EndReason | None, int, Usage]:
         result = self.result
@@ -584,7 +596,8 @@ class Runner:
                 if not first:
                     if self.steps >= config.max_steps:
                         return await self._end("max_steps")
-                    if self._over_budget():
+                    budgets = (config.max_input_tokens, config.max_output_tokens)
+                    if budgets != (None, None) and self._over_budget():
                         return await self._end("usage_limit")
                     await self._checkpoint_abort()
                     if config.prepare_next_turn is not None:
