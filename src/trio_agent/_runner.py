@@ -596,8 +596,9 @@ class Runner:
                 if not first:
                     if self.steps >= config.max_steps:
                         return await self._end("max_steps")
-                    budgets = (config.max_input_tokens, config.max_output_tokens)
-                    if budgets != (None, None) and self._over_budget():
+                    if (
+                        config.max_input_tokens is not None or config.max_output_tokens is not None
+                    ) and self._over_budget():
                         return await self._end("usage_limit")
                     await self._checkpoint_abort()
                     if config.prepare_next_turn is not None:
