@@ -14,6 +14,7 @@ PUBLIC_MODULES = [
     "trio_agent.tools",
     "trio_agent.replay",
     "trio_agent.mcp",
+    "trio_agent.telemetry",
 ]
 
 
