@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_events",
             "_serde",
             "_model",
+            "_observer",
             "_tools",
             "_config",
         ),

@@ -15,6 +15,7 @@ PUBLIC_MODULES = [
     "trio_agent.replay",
     "trio_agent.mcp",
     "trio_agent.fleet",
+    "trio_agent.telemetry",
 ]
 
 

@@ -5,7 +5,8 @@ imports only from its own layer or the ones before it; ``tests/test_layering.py`
 
 - values: ``_util`` (maybe_await, make_result, representative), ``_errors``,
   ``_messages``, ``_events``, ``_serde`` (JSON), ``_model`` (the model protocol),
-  ``_tools``, ``_config`` (Context, LoopConfig, hook contexts, AgentRunResult);
+  ``_observer`` (the observer protocol, log lines), ``_tools``, ``_config`` (Context,
+  LoopConfig, hook contexts, AgentRunResult);
 - rules: ``_arguments``, ``_conversion``, ``_tool_decorator`` (``@tool``), ``_policy``
   (the stop-reason table), ``_blocks`` (what a reply that ends early keeps);
 - loop: ``_stream`` (one reply), ``_batch`` (one batch of calls: the batch nursery),
@@ -13,7 +14,8 @@ imports only from its own layer or the ones before it; ``tests/test_layering.py`
 - agent: ``_agent`` (Agent, open_agent);
 - disk: ``_pairing`` (check_transcript, repair), ``_jsonl`` (JSONL transcripts);
 - edges: ``trio_agent.providers`` (HTTP models), ``trio_agent.tools`` (workspace tools),
-  ``trio_agent.mcp``, ``trio_agent.replay`` (cassettes);
+  ``trio_agent.mcp``, ``trio_agent.replay`` (cassettes), ``trio_agent.telemetry``
+  (OpenTelemetry spans);
 - test kit: ``trio_agent.testing``;
 - command line: ``trio_agent.cli`` (``trio-agent``); ``trio_agent._bench``, the benchmark
   workloads ``trio-agent bench`` runs.
@@ -93,6 +95,10 @@ from ._model import Model as Model
 from ._model import ModelOptions as ModelOptions
 from ._model import ModelRequest as ModelRequest
 from ._model import ToolSpec as ToolSpec
+from ._observer import CallObservation as CallObservation
+from ._observer import Observer as Observer
+from ._observer import RequestObservation as RequestObservation
+from ._observer import RunObservation as RunObservation
 from ._pairing import check_transcript as check_transcript
 from ._pairing import repair as repair
 from ._serde import dumps as dumps
@@ -119,6 +125,7 @@ __all__ = [
     "AssistantMessage",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "CallObservation",
     "CallTiming",
     "ContentBlock",
     "Context",
@@ -138,6 +145,9 @@ __all__ = [
     "ModelOptions",
     "ModelRequest",
     "NextTurn",
+    "Observer",
+    "RequestObservation",
+    "RunObservation",
     "Start",
     "StopReason",
     "Text",

@@ -82,6 +82,7 @@ from ._messages import (
     MESSAGE_TYPES,
     AssistantMessage,
     Message,
+    Usage,
     UserMessage,
     describe_value,
 )
@@ -225,6 +226,7 @@ class Agent:
     _interrupting: Message | None = attrs.field(init=False, default=None, repr=False)
     _resets: int = attrs.field(init=False, default=0, repr=False)
     _closed: bool = attrs.field(init=False, default=False, repr=False)
+    _usage: Usage = attrs.field(init=False, factory=Usage, repr=False)
     _view: _View = attrs.field(init=False, factory=_View, repr=False)
 
     # --- state ------------------------------------------------------------------------
@@ -250,6 +252,15 @@ class Agent:
                 error_message=self._error_message,
             )
         return state
+
+    @property
+    def usage(self) -> Usage:
+        """The token counts of every run this agent made, summed (cache tokens included),
+        the active run's replies so far included. Not reset by anything."""
+        active = self._active
+        if active is not None and not active.finalized and active.run is not None:
+            return self._usage + active.run.usage
+        return self._usage
 
     def _live_state(self, run: Runner) -> AgentState:
         """The state of a running agent, read from its run (built only when read)."""
@@ -775,6 +786,7 @@ class Agent:
             self._put_back(active, ())
         else:
             self._put_back(active, result.messages)
+            self._usage += result.usage
             self._messages = list(result.transcript)
             self._error_message = result.error_message
         self._running = False

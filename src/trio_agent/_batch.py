@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -31,6 +31,9 @@ from ._config import (
 from ._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
 from ._tools import Tool, ToolContext, ToolOutput
 from ._util import make_result, maybe_await, result_content
+
+if TYPE_CHECKING:
+    from ._observer import ObservedCall, Probe
 
 __all__ = ["Batch", "CallState"]
 
@@ -47,6 +50,7 @@ class CallState(ToolContext):
         "args",
         "batch",
         "end",
+        "obs",
         "outcome",
         "result",
         "start",
@@ -69,6 +73,7 @@ class CallState(ToolContext):
         self.start = math.nan
         self.end = math.nan
         self.waited = 0.0
+        self.obs: ObservedCall | None = None  # the call's observation, if observed
 
     def end_event(self) -> ev.ToolExecutionEnd:
         assert self.result is not None
@@ -130,6 +135,7 @@ class Batch:
         self._peak = 0
         self._started_at = math.nan
         self._ended_at = math.nan
+        self.probe: Probe | None = None  # set by the run when something observes it
 
     # --- driving ---------------------------------------------------------------------
 
@@ -181,6 +187,8 @@ class Batch:
             if st.result is None:
                 st.result = make_result(st.call, self.stop_text, is_error=True)
                 st.outcome = self.stop_outcome
+                if st.obs is not None:
+                    st.obs.end(st.result, st.outcome)
                 events.append(st.end_event())
         return events
 
@@ -234,6 +242,8 @@ class Batch:
     ) -> None:
         st.result = result
         st.outcome = outcome
+        if st.obs is not None:
+            st.obs.end(result, outcome)
         if self._interleave:
             # Sequential: the result enters the transcript now, its MessageStart and
             # MessageEnd right after the call's ToolExecutionEnd (as in pi), so a crash
@@ -263,6 +273,8 @@ class Batch:
         """
         call = st.call
         st.start_emitted = True
+        if self.probe is not None:
+            st.obs = self.probe.tool_call(call)
         if self._has_sink:
             await self._emit(st.start_event())
         tool = self._tools.get(call.name)
@@ -329,6 +341,8 @@ class Batch:
             self._peak = self._running
         st.start = trio.current_time()
         timer: trio.CancelScope | None = None
+        # The call's observation is current while its tool runs (in the call's task).
+        token = st.obs.activate() if st.obs is not None else None
         try:
             # Inline rather than a helper coroutine: one frame less per live call; and no
             # `with` block without a timeout (it would keep a bound __exit__ alive).
@@ -341,11 +355,15 @@ class Batch:
                         output = await tool.execute(call, st.args, st)
                 content, details, terminate, is_error = _normalize(output)
             except Exception as exc:
+                if st.obs is not None:
+                    st.obs.exception = exc
                 content = (Text(text=_describe(exc)),)
                 details, terminate, is_error = None, False, True
         finally:
             self._running -= 1
             st.end = trio.current_time()
+            if st.obs is not None:
+                st.obs.deactivate(token)
         if timer is not None and timer.cancelled_caught:
             await self._fail(st, f"Tool {call.name} timed out after {timeout:g}s", "timed_out")
             return

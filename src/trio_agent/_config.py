@@ -8,11 +8,20 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 import attrs
 
 from . import _events as ev
-from ._messages import AssistantMessage, Image, Message, Text, ToolCall, ToolResultMessage
+from ._messages import (
+    AssistantMessage,
+    Image,
+    Message,
+    Text,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
 from ._model import Model, ModelOptions
 from ._tools import Tool, as_tools
 
 if TYPE_CHECKING:
+    from ._observer import Observer
     from ._tools import ToolOutput
 
 __all__ = [
@@ -136,6 +145,16 @@ class LoopConfig:
         model_options: passed into each ``ModelRequest``.
         cleanup_timeout: seconds the shielded clean-up after an outer cancel may spend
             delivering its events.
+        max_input_tokens / max_output_tokens: token budgets for one run, checked before
+            each request after the first. The run ends with reason ``usage_limit``
+            (transcript paired, nothing left unanswered) when the next request would go
+            over: for input, when the prompt tokens used so far (input plus cache read
+            and write) plus those of the last request — the least the next one sends,
+            since the transcript only grows — exceed the budget; for output, when the
+            output tokens used so far have reached it. A single request may still go
+            over (the budget is not sent to the model: use ``ModelOptions.max_tokens``).
+        observer: told about the run, each model request and each tool call (e.g.
+            ``trio_agent.telemetry.OpenTelemetry``); None observes nothing.
     """
 
     max_steps: int = attrs.field(default=32, validator=attrs.validators.ge(1))
@@ -160,9 +179,17 @@ class LoopConfig:
     continue_after_length: bool = False
     model_options: ModelOptions = attrs.field(factory=ModelOptions)
     cleanup_timeout: float = 5.0
+    max_input_tokens: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
+    max_output_tokens: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
+    observer: Observer | None = None
 
 
 if not TYPE_CHECKING:  # resolve the forward references attrs keeps as strings
+    from ._observer import Observer
     from ._tools import ToolOutput
 
 
@@ -181,6 +208,7 @@ class AgentRunResult:
             back at the front of its queue).
         turns: the batch statistics of each turn, in order.
         error_message: the model's error, when the run ended on an ``error`` reply.
+        usage: the token counts of this run's replies, summed (cache tokens included).
     """
 
     reason: ev.EndReason
@@ -190,3 +218,4 @@ class AgentRunResult:
     undelivered: tuple[Message, ...] = ()
     turns: tuple[ev.TurnStats, ...] = ()
     error_message: str | None = None
+    usage: Usage = attrs.field(factory=Usage)

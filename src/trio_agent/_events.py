@@ -158,9 +158,10 @@ AssistantEvent: TypeAlias = (
 # --- loop events ---------------------------------------------------------------------
 
 EndReason: TypeAlias = Literal[
-    "stop", "length", "error", "aborted", "max_steps", "stopped", "terminated"
+    "stop", "length", "error", "aborted", "max_steps", "stopped", "terminated", "usage_limit"
 ]
-"""Why a run ended."""
+"""Why a run ended (``usage_limit``: ``LoopConfig.max_input_tokens`` or
+``max_output_tokens`` would be exceeded by the next request)."""
 
 ToolOutcome: TypeAlias = Literal[
     "ok", "error", "not_found", "invalid_arguments", "blocked", "timed_out", "aborted", "skipped"

@@ -8,7 +8,7 @@ transcript round-trips through JSON exactly. Don't subclass these: the unions ar
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
@@ -90,6 +90,22 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
+    def __add__(self, other: Usage) -> Usage:
+        """The two counts summed, field by field."""
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every prompt token: input plus cache read and write."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
     @property
     def total(self) -> int:
         """Every token counted, cached ones included."""
@@ -99,6 +115,20 @@ class Usage:
             + self.cache_read_tokens
             + self.cache_write_tokens
         )
+
+
+def sum_usage(messages: Iterable[Message]) -> Usage:
+    """The ``Usage`` of the assistant messages among ``messages``, summed field by field
+    (plain integer sums: cheap enough to run over a whole run at its end)."""
+    i = o = r = w = 0
+    for m in messages:
+        if type(m) is AssistantMessage:
+            u = m.usage
+            i += u.input_tokens
+            o += u.output_tokens
+            r += u.cache_read_tokens
+            w += u.cache_write_tokens
+    return Usage(input_tokens=i, output_tokens=o, cache_read_tokens=r, cache_write_tokens=w)
 
 
 @attrs.frozen(kw_only=True)

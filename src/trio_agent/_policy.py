@@ -24,6 +24,9 @@ names the reason. The other ends, checked by the runner between turns:
 condition                                      end reason
 =============================================  ==========================================
 before a request: ``steps`` = ``max_steps``    max_steps
+before a request: a token budget would be      usage_limit (:func:`over_budget`)
+exceeded (``max_input_tokens``,
+``max_output_tokens``)
 ``abort()``, at any checkpoint                 aborted
 after a turn: ``should_stop_after_turn`` true  stopped
 nothing pending and no follow-up               :func:`natural_end`: aborted if the last
@@ -44,9 +47,9 @@ from typing import Literal
 import attrs
 
 from ._events import EndReason
-from ._messages import AssistantMessage, ToolCall
+from ._messages import AssistantMessage, ToolCall, Usage
 
-__all__ = ["Decision", "decide", "interrupted", "natural_end"]
+__all__ = ["Decision", "decide", "interrupted", "natural_end", "over_budget"]
 
 
 @attrs.frozen(kw_only=True)
@@ -135,3 +138,23 @@ def natural_end(last_reply: AssistantMessage | None, *, terminated: bool) -> End
     if last_reply is not None and last_reply.stop_reason == "aborted":
         return "aborted"
     return "terminated" if terminated else "stop"
+
+
+def over_budget(
+    used: Usage,
+    last_prompt_tokens: int,
+    *,
+    max_input_tokens: int | None,
+    max_output_tokens: int | None,
+) -> bool:
+    """Whether the next request would go over a token budget, given the run's ``used``
+    tokens so far and the prompt tokens of its last request.
+
+    Input: the prompt tokens used so far (input plus cache read and write) plus
+    ``last_prompt_tokens`` — the least the next request sends, since the transcript only
+    grows — exceed ``max_input_tokens``. Output: the output tokens used so far have
+    reached ``max_output_tokens``. None means no budget of that kind.
+    """
+    if max_input_tokens is not None and used.prompt_tokens + last_prompt_tokens > max_input_tokens:
+        return True
+    return max_output_tokens is not None and used.output_tokens >= max_output_tokens

@@ -46,10 +46,13 @@ from ._messages import (
     Message,
     ToolCall,
     ToolResultMessage,
+    Usage,
     as_prompts,
+    sum_usage,
 )
 from ._model import Model, ModelOptions, ModelRequest, ToolSpec
-from ._policy import Decision, decide, interrupted, natural_end
+from ._observer import Probe
+from ._policy import Decision, decide, interrupted, natural_end, over_budget
 from ._sink import EventDelivery, OnEvent, SinkFailure
 from ._stream import StreamAccumulator
 from ._util import make_result, maybe_await, representative
@@ -93,6 +96,7 @@ class Runner:
         "next_suffix",
         "options",
         "pending",
+        "probe",
         "result",
         "scope",
         "sink",
@@ -106,6 +110,8 @@ class Runner:
         "turn_results",
         "turn_stats",
         "turns",
+        "usage_counted",
+        "usage_so_far",
     )
 
     def __init__(
@@ -169,6 +175,11 @@ class Runner:
         self.ended = False
         self.result: AgentRunResult | None = None
         self._tool_specs: tuple[ToolSpec, ...] | None = None
+        # The usage of new_messages[:usage_counted], summed only when a token budget is
+        # checked or the usage is read (nothing per reply on the hot path).
+        self.usage_so_far = Usage()
+        self.usage_counted = 0
+        self.probe = Probe.make(config.observer)  # None: nothing observes the run
 
     # --- control from other tasks -------------------------------------------------------
 
@@ -320,6 +331,7 @@ class Runner:
             undelivered=tuple(self.pending),
             turns=tuple(self.turns),
             error_message=error_message,
+            usage=self.usage,
         )
         self.pending = []
         events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))
@@ -328,6 +340,26 @@ class Runner:
     # --- the run ------------------------------------------------------------------------
 
     async def run(self) -> AgentRunResult:
+        if self.probe is not None:
+            return await self.probe.run(
+                self._run, model=self.model, prompts=tuple(self.pending), ended=self._ended
+            )
+        return await self._run()
+
+    @property
+    def usage(self) -> Usage:
+        """The token counts of the replies this run appended so far, summed."""
+        new = self.new_messages
+        if self.usage_counted < len(new):
+            self.usage_so_far = self.usage_so_far + sum_usage(new[self.usage_counted :])
+            self.usage_counted = len(new)
+        return self.usage_so_far
+
+    def _ended(self) -> tuple[ev.EndReason | None, int, Usage]:
+        result = self.result
+        return (None if result is None else result.reason), self.steps, self.usage
+
+    async def _run(self) -> AgentRunResult:
         failure: BaseException | None = None
         try:
             with self.scope:
@@ -421,6 +453,10 @@ class Runner:
                 if not first:
                     if self.steps >= config.max_steps:
                         return await self._end("max_steps")
+                    if (
+                        config.max_input_tokens is not None or config.max_output_tokens is not None
+                    ) and self._over_budget():
+                        return await self._end("usage_limit")
                     await self._checkpoint_abort()
                     if config.prepare_next_turn is not None:
                         nxt = await maybe_await(config.prepare_next_turn(self._turn_context()))
@@ -445,6 +481,18 @@ class Runner:
             if self.pending:
                 continue
             return await self._end(natural_end(self.turn_message, terminated=last_terminated))
+
+    def _over_budget(self) -> bool:
+        """Whether the next request would go over a token budget (see ``LoopConfig``);
+        the rule itself is :func:`over_budget`."""
+        config = self.config
+        last = self.turn_message.usage.prompt_tokens if self.turn_message else 0
+        return over_budget(
+            self.usage,
+            last,
+            max_input_tokens=config.max_input_tokens,
+            max_output_tokens=config.max_output_tokens,
+        )
 
     def _apply_next_turn(self, nxt: NextTurn) -> None:
         if nxt.context is not None:
@@ -545,8 +593,11 @@ class Runner:
             self.stream_scope = scope
             if idle is not None:
                 scope.deadline = trio.current_time() + idle
+            stream = self.model.stream(request)
+            if self.probe is not None:
+                stream = self.probe.request(stream, self.model, request, self.steps)
             try:
-                async with self.model.stream(request) as events:
+                async with stream as events:
                     async for event in events:
                         if idle is not None:
                             scope.deadline = math.inf
@@ -662,6 +713,7 @@ class Runner:
             has_sink=self.has_sink,
             append=self._append,
         )
+        batch.probe = self.probe
         self.batch = batch
         if self.interrupting == "pending":
             self.interrupting = "none"

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Collection, Sequence
 
     from .._model import Model
+    from .._observer import Observer
     from .._tools import Tool
     from ..mcp import McpServer
 
@@ -151,6 +152,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="also give the model the tools of the MCP server at this streamable-HTTP URL "
         "(repeatable; 'NAME=URL' prefixes its tool names)",
+    )
+    parser.add_argument(
+        "--otel-console",
+        action="store_true",
+        help="print an OpenTelemetry span per run, model request and tool call on stderr "
+        "(needs 'trio-agent[otel]' and opentelemetry-sdk). Without it, spans go where "
+        "'opentelemetry-instrument' set up from the OTEL_* variables, if it did",
     )
 
 
@@ -529,7 +537,8 @@ async def _chat(
     tools = (*tools, *extra_tools)
     system = args.system if args.system is not None else SYSTEM_PROMPT.format(folder=folder)
     config = LoopConfig(
-        model_options=ModelOptions(reasoning=args.reasoning, max_tokens=args.max_tokens)
+        model_options=ModelOptions(reasoning=args.reasoning, max_tokens=args.max_tokens),
+        observer=getattr(args, "observer", None),
     )
     send, lines = trio.open_memory_channel[str](math.inf)
     title = f"{args.provider} {args.model} at {model.base_url} · folder {folder}"
@@ -555,6 +564,21 @@ async def _chat(
                 )
                 nursery.cancel_scope.cancel()
     return code
+
+
+def _observer(console: bool) -> Observer | None:
+    """Spans for the session: on the console, or where ``OTEL_*`` set up (see
+    ``trio_agent.telemetry._setup``); None without OpenTelemetry installed."""
+    try:
+        from ..telemetry._setup import command_line_observer
+    except ImportError:
+        if console:
+            raise ImportError(
+                "--otel-console needs OpenTelemetry: pip install 'trio-agent[otel]' "
+                "opentelemetry-sdk"
+            ) from None
+        return None
+    return command_line_observer(console, agent_name="trio-agent chat")
 
 
 def _complain(text: str) -> None:
@@ -588,6 +612,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         servers = _mcp_servers(args, transcript)
+        args.observer = _observer(args.otel_console)
     except (ValueError, ImportError) as exc:
         _complain(str(exc))
         return 2

@@ -695,6 +695,12 @@ class HTTPModel:
         headers: extra request headers.
         http: timeouts, pool limits and retries.
 
+    Attributes:
+        model / provider: as given.
+        server_address / server_port: the host and port of ``base_url`` (the port
+            implied by the scheme when the URL names none), for telemetry; never the
+            credentials a URL may carry.
+
     Subclasses define ``_path``, :meth:`request_body`, :meth:`_auth_headers` and
     :meth:`_decoder`.
     """
@@ -714,6 +720,11 @@ class HTTPModel:
     ) -> None:
         self.model = model
         self.provider = provider
+        # Where the requests go, for telemetry (``server.address``/``server.port``):
+        # the host only, never the credentials a URL may carry.
+        url = urllib.parse.urlsplit(base_url)
+        self.server_address: str | None = url.hostname
+        self.server_port: int | None = url.port or {"https": 443, "http": 80}.get(url.scheme)
         self._session = Session(
             base_url=base_url,
             options=http if http is not None else HTTPOptions(),

@@ -24,7 +24,7 @@ import attrs
 
 from .. import _events as ev
 from .._errors import TranscriptFormatError
-from .._messages import AssistantMessage, Message, ToolCall, ToolResultMessage
+from .._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 from .._pairing import transcript_violations
 from .._serde import dumps, loads
 
@@ -325,6 +325,9 @@ def _steps(
         out.append(f"{tag} {answered} turns got a reply, but result.steps is {result.steps}")
     if result.reason == "max_steps" and max_steps is not None and result.steps != max_steps:
         out.append(f"{tag} ended max_steps after {result.steps} of {max_steps} steps")
+    replies = [m.usage for m in result.messages if type(m) is AssistantMessage]
+    if result.usage != sum(replies, Usage()):
+        out.append(f"{tag} result.usage is {result.usage}, not the sum of the run's replies")
 
 
 # --- 5: per-call events --------------------------------------------------------------------
@@ -447,7 +450,8 @@ def _queues(
                 f"delivered then undelivered "
                 f"{[_label(m) for m in (*delivered, *undelivered)]}"
             )
-    if events and result.undelivered and result.reason not in ("aborted", "error", "max_steps"):
+    cut_short = ("aborted", "error", "max_steps", "usage_limit")
+    if events and result.undelivered and result.reason not in cut_short:
         # Only an end that cuts the run short may leave messages undelivered.
         out.append(
             f"{tag} {len(result.undelivered)} undelivered message(s) after a {result.reason!r} end"

@@ -58,6 +58,7 @@ from .._messages import (
     Text,
     ToolCall,
     ToolResultMessage,
+    Usage,
     UserMessage,
 )
 from .._model import ModelRequest
@@ -235,6 +236,7 @@ class ReplyScript:
             content=tuple(content),
             stop_reason=self.stop_reason,
             error_message=f"scripted {self.stop_reason}" if failed else None,
+            usage=Usage(input_tokens=10 * (step + 1), output_tokens=10),
             model="scripted",
             timestamp=float(step),
         )
@@ -353,7 +355,8 @@ class Script:
         history: the caller's context messages (paired; they must end in a user,
             tool-result or custom message when ``prompt`` is None).
         max_steps, tool_timeout, tool_execution, max_concurrency,
-            continue_after_length: the ``LoopConfig`` fields of the same names.
+            continue_after_length, max_output_tokens: the ``LoopConfig`` fields of the
+            same names (each reply reports 10 output tokens).
         arrivals: steering and follow-up messages queued during the run.
         steering_mode, follow_up_mode: how many messages one poll takes.
         abort: when the run is aborted, if it is.
@@ -376,6 +379,7 @@ class Script:
     tool_execution: Literal["parallel", "sequential"] = "parallel"
     max_concurrency: int | None = None
     continue_after_length: bool = False
+    max_output_tokens: int | None = None
     arrivals: tuple[Arrival, ...] = attrs.field(default=(), converter=_tuple)
     steering_mode: QueueMode = "one_at_a_time"
     follow_up_mode: QueueMode = "one_at_a_time"
@@ -404,7 +408,13 @@ class Script:
         lines.append(f"  {start}")
         config = []
         defaults = _SCRIPT_DEFAULTS
-        for name in ("max_steps", "tool_timeout", "max_concurrency", "chunk_size"):
+        for name in (
+            "max_steps",
+            "tool_timeout",
+            "max_concurrency",
+            "max_output_tokens",
+            "chunk_size",
+        ):
             value = getattr(self, name)
             if value != getattr(defaults, name):
                 config.append(
@@ -619,6 +629,7 @@ class ScriptRig:
             max_concurrency=script.max_concurrency,
             tool_timeout=script.tool_timeout,
             continue_after_length=script.continue_after_length,
+            max_output_tokens=script.max_output_tokens,
             get_steering_messages=lambda: self._poll("steer"),
             get_follow_up_messages=lambda: self._poll("follow_up"),
             **hooks,

@@ -542,6 +542,7 @@ def scripts(
                 "tool_execution": draw(st.sampled_from(["parallel", "sequential"])),
                 "max_concurrency": draw(st.none() | st.integers(1, 3)),
                 "continue_after_length": draw(st.booleans()),
+                "max_output_tokens": draw(st.none() | st.sampled_from([10, 25])),
             }
         controlled = abort is not None or deadline is not None or bool(interrupts)
         usable = [d for d in drivers if d == "channel" or not controlled]
