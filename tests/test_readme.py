@@ -113,6 +113,25 @@ with open("run.jsonl", "a") as f:
     f.write('{"role": "tool_res')
 model = ScriptedModel([AssistantMessage(content=(Text(text="Done."),), stop_reason="stop")])
 """,
+    "telemetry": """
+import trio
+from trio_agent import AssistantMessage, Context, LoopConfig, Text, UserMessage, run_agent_loop
+from trio_agent.testing import ScriptedModel
+
+prompts = [UserMessage.text("summarise")]
+context = Context(system_prompt="Be brief.")
+model = ScriptedModel([AssistantMessage(content=(Text(text="Short."),), stop_reason="stop")])
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+""",
     "fleet": """
 import json, trio
 from pathlib import Path
@@ -134,6 +153,11 @@ AFTER = {
 assert shown.count("agent_end") == 2, shown
 assert len(model.requests) == 2
 assert [m.role for m in model.requests[1].messages] == ["user", "assistant", "user"]
+print("ok")
+""",
+    "telemetry": """
+names = sorted(span.name for span in exporter.get_finished_spans())
+assert names == ["chat", "invoke_agent summariser"], names
 print("ok")
 """,
     "fleet": """

@@ -273,7 +273,7 @@ if os.fork():
 os.setsid()
 if os.fork():
     os._exit(0)
-print(f"daemon={os.getpid()}", flush=True)
+os.write(1, f"daemon={os.getpid()}\\n".encode())  # one write: lines cannot interleave
 null = os.open(os.devnull, os.O_RDWR)
 for fd in (0, 1, 2):
     os.dup2(null, fd)

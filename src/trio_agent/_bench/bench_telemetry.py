@@ -98,12 +98,19 @@ def _case(name: str, ours: Any) -> Case:
     )
 
 
+def _sdk_installed() -> bool:
+    try:
+        return importlib.util.find_spec("opentelemetry.sdk") is not None
+    except ModuleNotFoundError:  # not even the `opentelemetry` namespace
+        return False
+
+
 # Without OpenTelemetry installed (a wheel without the `otel` extra) there are no rows.
 CASES = (
     (
         _case("telemetry on, API only, vs off", api_only),
         _case("telemetry on, SDK in-memory, vs off", sdk_in_memory),
     )
-    if importlib.util.find_spec("opentelemetry.sdk") is not None
+    if _sdk_installed()
     else ()
 )
