@@ -23,23 +23,6 @@ the run itself, not a channel of its events:
   transcript: a queued message is delivered exactly once, in FIFO order, or is still
   queued.
 
-A run's last poll and its end are not one step: the run hands its last ``TurnEnd`` to the
-subscribers only after its last polls (with its ``AgentEnd``), and a message queued
-while a subscriber takes them cannot reach that run any more. It is
-not lost and not stranded: it stays queued and the *next* run delivers it first —
-``prompt(x)`` sends the queued steering messages ahead of ``x`` (follow-ups keep their
-place: they go when the model would otherwise stop), and ``continue_()`` from an assistant
-tail sends queued steering, else follow-ups. ``has_queued_messages`` tells whether
-anything waits; ``while agent.has_queued_messages: await agent.continue_()`` answers
-late messages at once (from a non-empty transcript).
-
-``steer(m, interrupt=True)`` puts ``m`` at the front of the steering queue and calls
-:meth:`AgentRun.interrupt`, which cuts the running batch or reply; the run then reaches
-its steering poll and delivers ``m``. If neither a batch nor a reply runs at that moment
-(the request is being prepared, or the reply has just ended and its batch not begun), the
-loop keeps the interrupt until its next steering poll: a batch that starts first is
-cancelled, and a request about to go out takes ``m`` first.
-
 The state is final — ``is_running`` false, ``messages`` the run's transcript, the queues
 restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi), and
 only once the events before it were handed over. The

@@ -82,19 +82,27 @@ class Fanout:
             return None
         return self.publish(finalize)
 
+    async def _give(self, sub: Subscriber, event: ev.AgentEvent) -> None:
+        """Hand ``event`` to ``sub``: waits until it is taken, except an update for a
+        ``drop_updates`` subscriber, dropped when its buffer is full. A subscriber that
+        left is unsubscribed (possibly while we waited for it): the run goes on.
+        ``Cancelled`` propagates, with nothing handed over."""
+        try:
+            if sub.drop_updates and isinstance(event, _UPDATES):
+                try:
+                    sub.send.send_nowait(event)
+                except trio.WouldBlock:
+                    pass
+            else:
+                await sub.send.send(event)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.unsubscribe(sub)
+
     async def _publish_one(self, event: ev.AgentEvent, subs: tuple[Subscriber, ...]) -> None:
         """Hand ``event`` to ``subs`` (nothing else owed); a cancel leaves it owed."""
         for i, sub in enumerate(subs):
             try:
-                if sub.drop_updates and isinstance(event, _UPDATES):
-                    try:
-                        sub.send.send_nowait(event)
-                    except trio.WouldBlock:
-                        pass
-                else:
-                    await sub.send.send(event)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self.unsubscribe(sub)
+                await self._give(sub, event)
             except trio.Cancelled:
                 if not isinstance(event, _UPDATES):
                     self.owed.append((event, subs[i:]))
@@ -118,16 +126,7 @@ class Fanout:
             while subs:
                 sub = subs[0]
                 try:
-                    if sub.drop_updates and isinstance(event, _UPDATES):
-                        try:
-                            sub.send.send_nowait(event)
-                        except trio.WouldBlock:
-                            pass
-                    else:
-                        await sub.send.send(event)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    # The subscriber left (possibly while we waited for it): the run goes on.
-                    self.unsubscribe(sub)
+                    await self._give(sub, event)
                 except trio.Cancelled:
                     if isinstance(event, _UPDATES):
                         owed.pop(0)
