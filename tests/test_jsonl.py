@@ -47,7 +47,7 @@ from trio_agent import (
     TranscriptFormatError,
     TurnEnd,
     UserMessage,
-    _jsonl,
+    _locked_file,
     check_transcript,
     dumps,
     load_transcript,
@@ -966,7 +966,7 @@ def test_a_writer_opening_a_replaced_file_opens_the_new_one(tmp_path: Path) -> N
     append to the old, unlinked file."""
     path = tmp_path / "run.jsonl"
     write_transcript(path, [user("old")])
-    real_lock = _jsonl._lock_file
+    real_lock = _locked_file._lock_file
     replaced = False
 
     def lock_after_a_rewrite(fd: int, where: Path) -> None:
@@ -980,11 +980,11 @@ def test_a_writer_opening_a_replaced_file_opens_the_new_one(tmp_path: Path) -> N
         async with JsonlTranscript(path) as transcript:
             await transcript.write_messages([user("appended")])
 
-    _jsonl._lock_file = lock_after_a_rewrite  # type: ignore[assignment]
+    _locked_file._lock_file = lock_after_a_rewrite  # type: ignore[assignment]
     try:
         trio.run(append)
     finally:
-        _jsonl._lock_file = real_lock  # type: ignore[assignment]
+        _locked_file._lock_file = real_lock  # type: ignore[assignment]
     assert replaced
     assert load_transcript(path).messages == (user("new"), user("appended"))
 

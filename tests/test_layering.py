@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("rules", ("_arguments", "_conversion", "_tool_decorator", "_policy", "_blocks")),
     ("loop", ("_stream", "_batch", "_sink", "_runner", "_loop")),
     ("agent", ("_queues", "_fanout", "_agent")),
-    ("disk", ("_pairing", "_jsonl")),
+    ("disk", ("_pairing", "_locked_file", "_jsonl")),
     ("facade", ("__init__",)),
     ("edges", ("providers", "tools", "mcp", "replay", "telemetry")),
     ("test kit", ("testing",)),

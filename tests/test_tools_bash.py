@@ -31,6 +31,7 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
+from trio_agent._arguments import InvalidArguments
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import WorkspaceError, workspace
 from trio_agent.tools._bash import (
@@ -259,7 +260,8 @@ async def test_abort_through_the_loop_kills_the_group(tmp_path: Path) -> None:
 
 
 async def test_bad_timeout_and_no_bash(tmp_path: Path, bash: Tool) -> None:
-    with pytest.raises(WorkspaceError, match="timeout must be more than 0 seconds, got 0"):
+    # The schema refuses it, even when execute is called directly (no batch before it).
+    with pytest.raises(InvalidArguments, match="timeout: 0 is less than or equal to the minimum"):
         await run(bash, command="true", timeout=0)
     assert "bash" not in {t.name for t in workspace(tmp_path, allow_bash=False)}
 

@@ -26,6 +26,7 @@ from trio_agent import (
     check_transcript,
     run_agent_loop,
 )
+from trio_agent._arguments import InvalidArguments
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import WorkspaceError, workspace
 from trio_agent.tools._files import MAX_EDIT_BYTES, MAX_LINE_CHARS, MAX_LINES, MAX_READ_CHARS
@@ -120,8 +121,11 @@ async def test_read_offset_errors(tools: dict[str, Tool]) -> None:
     assert await fails(tools, "read", path="README.md", offset=4) == (
         "offset 4 is past the end of README.md (3 lines)."
     )
-    assert "offset must be 1 or more" in await fails(tools, "read", path="README.md", offset=0)
-    assert "limit must be 1 or more" in await fails(tools, "read", path="README.md", limit=0)
+    # Below 1: the tool's schema refuses it before any file work.
+    with pytest.raises(InvalidArguments, match="offset: 0 is less than the minimum of 1"):
+        await run(tools, "read", path="README.md", offset=0)
+    with pytest.raises(InvalidArguments, match="limit: 0 is less than the minimum of 1"):
+        await run(tools, "read", path="README.md", limit=0)
 
 
 async def test_read_caps_lines_with_a_note(root: Path, tools: dict[str, Tool]) -> None:

@@ -11,8 +11,10 @@ imports only from its own layer or the ones before it; ``tests/test_layering.py`
   (the stop-reason table), ``_blocks`` (what a reply that ends early keeps);
 - loop: ``_stream`` (one reply), ``_batch`` (one batch of calls: the batch nursery),
   ``_runner`` (one run's state machine), ``_loop`` (run_agent_loop, open_agent_loop);
-- agent: ``_agent`` (Agent, open_agent);
-- disk: ``_pairing`` (check_transcript, repair), ``_jsonl`` (JSONL transcripts);
+- agent: ``_queues`` (take and put back queued messages), ``_fanout`` (events to the
+  subscribers), ``_agent`` (Agent, open_agent: the state and the runs);
+- disk: ``_pairing`` (check_transcript, repair), ``_locked_file`` (flock, durable
+  writes), ``_jsonl`` (JSONL transcripts);
 - edges: ``trio_agent.providers`` (HTTP models), ``trio_agent.tools`` (workspace tools),
   ``trio_agent.mcp``, ``trio_agent.replay`` (cassettes), ``trio_agent.telemetry``
   (OpenTelemetry spans);

@@ -15,37 +15,13 @@ the run itself, not a channel of its events:
   subscriber holding ``MessageEnd`` finds the message in ``messages`` (it may also find
   what the run did after that event: the run goes on once a subscriber has taken an
   event). Nothing is done per event for the state; a snapshot is built when read.
-- the run builds and delivers events only while someone subscribes; its ``on_event``
-  hands each one to every subscriber in turn (awaited, so a slow subscriber slows the
-  run down instead of losing events). ``TurnEnd`` goes to the subscribers together with
-  the run's next event (see below). A hand-over that a cancel interrupts stays owed to
-  the subscribers that have not taken it yet and goes first in the run's clean-up
-  (bounded by ``LoopConfig.cleanup_timeout``); what that bound cuts off is dropped.
-
-The loop reads the queues through two *synchronous* poll hooks. A synchronous poll has no
-checkpoint, so a message leaves its queue in the same step as it enters the loop's list
-of pending messages: no cancel can fall in between. The agent remembers every message it
-hands out during a run; when the run ends, each one that did not reach the transcript
-(the run ended between the poll and the next request — an abort, ``max_steps``, a failed
-hook, a cancel) goes back to the *front* of its queue, in order. So a queued message is
-delivered exactly once, in FIFO order, or is still queued.
-
-A run's last poll and its end are not one step: the run hands its last ``TurnEnd`` to the
-subscribers only after its last polls (with its ``AgentEnd``), and a message queued
-while a subscriber takes them cannot reach that run any more. It is
-not lost and not stranded: it stays queued and the *next* run delivers it first —
-``prompt(x)`` sends the queued steering messages ahead of ``x`` (follow-ups keep their
-place: they go when the model would otherwise stop), and ``continue_()`` from an assistant
-tail sends queued steering, else follow-ups. ``has_queued_messages`` tells whether
-anything waits; ``while agent.has_queued_messages: await agent.continue_()`` answers
-late messages at once (from a non-empty transcript).
-
-``steer(m, interrupt=True)`` puts ``m`` at the front of the steering queue and calls
-:meth:`AgentRun.interrupt`, which cuts the running batch or reply; the run then reaches
-its steering poll and delivers ``m``. If neither a batch nor a reply runs at that moment
-(the request is being prepared, or the reply has just ended and its batch not begun), the
-loop keeps the interrupt until its next steering poll: a batch that starts first is
-cancelled, and a request about to go out takes ``m`` first.
+- the run builds and delivers events only while someone subscribes; ``_fanout`` hands
+  each one to every subscriber in turn, awaited, and keeps what a cancel interrupted
+  owed to the clean-up.
+- the loop reads the queues through two synchronous poll hooks; ``_queues`` takes the
+  messages and puts back, at the front, each one taken that did not reach the
+  transcript: a queued message is delivered exactly once, in FIFO order, or is still
+  queued.
 
 The state is final — ``is_running`` false, ``messages`` the run's transcript, the queues
 restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi), and
@@ -67,44 +43,30 @@ agent starts, and its failure is re-raised as it is).
 from __future__ import annotations
 
 import functools
-from collections import Counter, deque
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 import trio
 
-from . import _events as ev
 from ._config import Context, LoopConfig
 from ._errors import AgentBusyError, AgentRunError, AgentUsageError
-from ._messages import (
-    MESSAGE_TYPES,
-    AssistantMessage,
-    Message,
-    Usage,
-    UserMessage,
-    describe_value,
-)
+from ._fanout import Fanout
+from ._messages import MESSAGE_TYPES, AssistantMessage, Message, Usage, describe_value
 from ._model import Model
+from ._queues import MODES, Kind, MessageQueues, QueueMode, as_message
 from ._runner import Runner
 from ._tools import Tool, as_tools
 from ._util import representative
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Iterable
-    from types import TracebackType
+    from collections.abc import AsyncIterator, Iterable
 
+    from . import _events as ev
     from ._config import AgentRunResult
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
-
-QueueMode: TypeAlias = Literal["one_at_a_time", "all"]
-"""How many queued messages one poll delivers: the oldest one, or all of them."""
-
-_MODES = ("one_at_a_time", "all")
-_UPDATES = (ev.MessageUpdate, ev.ToolExecutionUpdate)
-_Kind: TypeAlias = Literal["steering", "follow_up"]
 
 
 @attrs.frozen(kw_only=True)
@@ -145,20 +107,6 @@ def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
     return as_tools(tools, "Agent.tools")
 
 
-def _as_message(message: object) -> Message:
-    if isinstance(message, str):
-        return UserMessage.text(message)
-    if isinstance(message, MESSAGE_TYPES):
-        return message
-    raise TypeError(f"expected a message or a str, got {describe_value(message)}")
-
-
-@attrs.define(eq=False)
-class _Subscriber:
-    send: trio.MemorySendChannel[ev.AgentEvent]
-    drop_updates: bool
-
-
 class _View:
     """Caches of the agent's state (see ``Agent.state``)."""
 
@@ -178,7 +126,7 @@ class _ActiveRun:
     """The bookkeeping of one run, from ``prompt()`` to its return."""
 
     skip_first_poll: bool = False
-    taken: list[tuple[_Kind, Message]] = attrs.field(factory=list)
+    taken: list[tuple[Kind, Message]] = attrs.field(factory=list)
     run: Runner | None = None
     error: AgentRunError | None = None
     abort_reason: str | None = None
@@ -205,25 +153,27 @@ class Agent:
     system_prompt: str = ""
     config: LoopConfig = attrs.field(factory=LoopConfig, validator=_check_config)
     steering_mode: QueueMode = attrs.field(
-        default="one_at_a_time", validator=attrs.validators.in_(_MODES)
+        default="one_at_a_time", validator=attrs.validators.in_(MODES)
     )
     follow_up_mode: QueueMode = attrs.field(
-        default="one_at_a_time", validator=attrs.validators.in_(_MODES)
+        default="one_at_a_time", validator=attrs.validators.in_(MODES)
     )
     _messages: list[Message] = attrs.field(factory=list, alias="messages")
     _token: trio.lowlevel.TrioToken = attrs.field(
         factory=trio.lowlevel.current_trio_token, alias="token", repr=False
     )
-    _steering: deque[Message] = attrs.field(init=False, factory=deque, repr=False)
-    _follow_ups: deque[Message] = attrs.field(init=False, factory=deque, repr=False)
-    _subscribers: list[_Subscriber] = attrs.field(init=False, factory=list, repr=False)
-    _owed: list[tuple[ev.AgentEvent, tuple[_Subscriber, ...]]] = attrs.field(
-        init=False, factory=list, repr=False
+    _queues: MessageQueues = attrs.field(init=False, factory=MessageQueues, repr=False)
+    _fanout: Fanout = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: Fanout(on_change=self._listen, check_open=self._check_open),
+            takes_self=True,
+        ),
+        repr=False,
     )
     _active: _ActiveRun | None = attrs.field(init=False, default=None, repr=False)
     _running: bool = attrs.field(init=False, default=False, repr=False)
     _error_message: str | None = attrs.field(init=False, default=None, repr=False)
-    _interrupting: Message | None = attrs.field(init=False, default=None, repr=False)
     _resets: int = attrs.field(init=False, default=0, repr=False)
     _closed: bool = attrs.field(init=False, default=False, repr=False)
     _usage: Usage = attrs.field(init=False, factory=Usage, repr=False)
@@ -295,17 +245,17 @@ class Agent:
     @property
     def queued_steering(self) -> tuple[Message, ...]:
         """The steering messages waiting to be delivered, oldest first."""
-        return tuple(self._steering)
+        return tuple(self._queues.steering)
 
     @property
     def queued_follow_ups(self) -> tuple[Message, ...]:
         """The follow-up messages waiting to be delivered, oldest first."""
-        return tuple(self._follow_ups)
+        return tuple(self._queues.follow_ups)
 
     @property
     def has_queued_messages(self) -> bool:
         """Whether a steering or follow-up message waits to be delivered."""
-        return bool(self._steering or self._follow_ups)
+        return bool(self._queues.steering or self._queues.follow_ups)
 
     def _changed(self, *, messages: bool = False) -> None:
         self._view.state = None
@@ -334,17 +284,18 @@ class Agent:
             AgentUsageError: the agent is closed.
         """
         self._check_open()
-        message = _as_message(message)
+        message = as_message(message)
+        queues = self._queues
         if not interrupt:
-            self._steering.append(message)
+            queues.steering.append(message)
             return
-        self._steering.appendleft(message)
+        queues.steering.appendleft(message)
         active = self._active
         if active is None or active.finalized:
             return
-        self._interrupting = message
+        queues.interrupting = message
         if active.run is not None and active.run.interrupt():
-            self._interrupting = None
+            queues.interrupting = None
 
     def follow_up(self, message: str | Message) -> None:
         """Queue a message for when the model would otherwise stop. Not a checkpoint.
@@ -357,35 +308,17 @@ class Agent:
             AgentUsageError: the agent is closed.
         """
         self._check_open()
-        self._follow_ups.append(_as_message(message))
+        self._queues.follow_ups.append(as_message(message))
 
     def clear_queues(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
         """Empty both queues; returns what they held: ``(steering, follow_ups)``."""
-        out = (tuple(self._steering), tuple(self._follow_ups))
-        self._steering.clear()
-        self._follow_ups.clear()
-        self._interrupting = None
-        return out
+        return self._queues.clear()
 
-    def _take(self, active: _ActiveRun, kind: _Kind) -> list[Message]:
+    def _take(self, active: _ActiveRun, kind: Kind) -> list[Message]:
         if active.finalized:
             return []
-        if kind == "steering":
-            queue, mode = self._steering, self.steering_mode
-        else:
-            queue, mode = self._follow_ups, self.follow_up_mode
-        if not queue:
-            return []
-        if mode == "all":
-            taken = list(queue)
-            queue.clear()
-        else:
-            taken = [queue.popleft()]
-        active.taken.extend((kind, m) for m in taken)
-        if self._interrupting is not None and any(m is self._interrupting for m in taken):
-            # The interrupting message is delivered now: nothing is left to interrupt.
-            self._interrupting = None
-        return taken
+        mode = self.steering_mode if kind == "steering" else self.follow_up_mode
+        return self._queues.take(active.taken, kind, mode)
 
     def _poll_steering(self, active: _ActiveRun) -> list[Message]:
         if active.skip_first_poll:
@@ -397,19 +330,7 @@ class Agent:
 
     def _put_back(self, active: _ActiveRun, delivered: Sequence[Message]) -> None:
         """Return every message taken during the run that is not in ``delivered``."""
-        # Delivered messages are a prefix of the taken ones (the loop appends pending
-        # messages in the order the polls returned them); identity, not equality, since
-        # a user may queue two equal messages.
-        counts = Counter(id(m) for m in delivered)
-        back: dict[_Kind, list[Message]] = {"steering": [], "follow_up": []}
-        for kind, message in active.taken:
-            if counts[id(message)] > 0:
-                counts[id(message)] -= 1
-            else:
-                back[kind].append(message)
-        self._steering.extendleft(reversed(back["steering"]))
-        self._follow_ups.extendleft(reversed(back["follow_up"]))
-        active.taken.clear()
+        self._queues.put_back(active.taken, delivered)
 
     # --- control ----------------------------------------------------------------------
 
@@ -462,9 +383,7 @@ class Agent:
         self._check_idle("reset()")
         self._resets += 1
         self._messages = []
-        self._steering.clear()
-        self._follow_ups.clear()
-        self._interrupting = None
+        self._queues.clear()
         self._error_message = None
         self._changed(messages=True)
 
@@ -526,103 +445,17 @@ class Agent:
             AgentUsageError: the agent is closed.
         """
         self._check_open()
-        return _Subscription(self, buffer, drop_updates)
-
-    def _on_event(self, active: _ActiveRun, event: ev.AgentEvent) -> Awaitable[None] | None:
-        """The run's ``on_event``; the run calls it only while someone subscribes.
-
-        ``TurnEnd`` is handed to the subscribers together with the run's next event (the
-        next ``TurnStart``, or ``AgentEnd``): the polls that follow a turn run first, so
-        a message queued while a subscriber holds ``TurnEnd`` waits for the next run
-        (see the module docstring) instead of racing the run's last poll. The state is
-        made final just before ``AgentEnd`` goes out, after the events before it were
-        handed over.
-        """
-        kind = type(event)
-        subs = self._subscribers
-        if not self._owed:
-            if not subs:
-                if kind is ev.AgentEnd:
-                    self._finalize_from(active)
-                return None
-            if kind is not ev.TurnEnd and kind is not ev.AgentEnd:
-                return self._publish_one(event, tuple(subs))
-        self._owed.append((event, tuple(subs)))
-        if kind is ev.TurnEnd:
-            return None
-        return self._publish(active)
-
-    async def _publish_one(self, event: ev.AgentEvent, subs: tuple[_Subscriber, ...]) -> None:
-        """Hand ``event`` to ``subs`` (nothing else owed); a cancel leaves it owed."""
-        for i, sub in enumerate(subs):
-            try:
-                if sub.drop_updates and isinstance(event, _UPDATES):
-                    try:
-                        sub.send.send_nowait(event)
-                    except trio.WouldBlock:
-                        pass
-                else:
-                    await sub.send.send(event)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._unsubscribe(sub)
-            except trio.Cancelled:
-                if not isinstance(event, _UPDATES):
-                    self._owed.append((event, subs[i:]))
-                raise
+        return self._fanout.subscribe(buffer, drop_updates)
 
     def _finalize_from(self, active: _ActiveRun) -> None:
         run = active.run
         self._finalize(active, run.result if run is not None else None)
 
-    async def _publish(self, active: _ActiveRun) -> None:
-        """Hand every owed event to the subscribers it is owed to, oldest first.
-
-        The run counts an event as delivered once ``on_event`` was called for it, even
-        if cancelled part-way; so the agent keeps its own list: an entry stays owed to
-        the subscribers that have not taken it yet (a cancelled ``send`` delivered
-        nothing), and the next call — the run's clean-up delivering its closing events
-        — hands it over first. An update event that a cancel interrupts is dropped.
-        """
-        owed = self._owed
-        while owed:
-            event, subs = owed[0]
-            if type(event) is ev.AgentEnd:
-                self._finalize_from(active)
-            while subs:
-                sub = subs[0]
-                try:
-                    if sub.drop_updates and isinstance(event, _UPDATES):
-                        try:
-                            sub.send.send_nowait(event)
-                        except trio.WouldBlock:
-                            pass
-                    else:
-                        await sub.send.send(event)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    # The subscriber left (possibly while we waited for it): the run goes on.
-                    self._unsubscribe(sub)
-                except trio.Cancelled:
-                    if isinstance(event, _UPDATES):
-                        owed.pop(0)
-                    else:
-                        owed[0] = (event, subs)
-                    raise
-                subs = subs[1:]
-            owed.pop(0)
-
-    def _unsubscribe(self, sub: _Subscriber) -> None:
-        try:
-            self._subscribers.remove(sub)
-        except ValueError:
-            pass
-        sub.send.close()
-        self._listen()
-
     def _listen(self) -> None:
         """Tell the active run whether anyone listens (it builds no event otherwise)."""
         active = self._active
         if active is not None and active.run is not None and not active.finalized:
-            active.run.listen(bool(self._subscribers))
+            active.run.listen(bool(self._fanout.subscribers))
 
     # --- runs -------------------------------------------------------------------------
 
@@ -653,7 +486,7 @@ class Agent:
         self._active = active
         self._running = True
         self._error_message = None
-        self._interrupting = None
+        self._queues.interrupting = None
         self._changed()
         return active
 
@@ -676,9 +509,9 @@ class Agent:
         """
         given: object = message  # checked at run time, whatever the annotations say
         if isinstance(given, (str, *MESSAGE_TYPES)):
-            prompts = [_as_message(given)]
+            prompts = [as_message(given)]
         elif isinstance(given, Sequence) and not isinstance(given, bytes | bytearray):
-            prompts = [_as_message(m) for m in given]
+            prompts = [as_message(m) for m in given]
         else:
             raise TypeError(
                 "prompt() takes a str, a message or a sequence of them, not "
@@ -746,9 +579,11 @@ class Agent:
                 context,
                 self.model,
                 config,
-                on_event=functools.partial(self._on_event, active),
+                on_event=functools.partial(
+                    self._fanout.on_event, functools.partial(self._finalize_from, active)
+                ),
             )
-            runner.listen(bool(self._subscribers))
+            runner.listen(bool(self._fanout.subscribers))
             active.run = runner
             if active.abort_requested:
                 runner.abort(active.abort_reason)
@@ -790,7 +625,7 @@ class Agent:
             self._messages = list(result.transcript)
             self._error_message = result.error_message
         self._running = False
-        self._interrupting = None
+        self._queues.interrupting = None
         self._changed(messages=True)
 
     def _finish(
@@ -800,7 +635,7 @@ class Agent:
         self._finalize(active, result)
         # What the run's bounded clean-up could not hand over in time is dropped (a
         # subscriber that took nothing for cleanup_timeout): never to the next run.
-        self._owed.clear()
+        self._fanout.drop_owed()
         if error is not None and self._resets == resets:
             self._error_message = str(error)
             self._changed()
@@ -814,39 +649,7 @@ class Agent:
         return self._active
 
     def _end_subscriptions(self) -> None:
-        for sub in tuple(self._subscribers):
-            self._unsubscribe(sub)
-
-
-@final
-class _Subscription:
-    """The async context manager :meth:`Agent.subscribe` returns."""
-
-    def __init__(self, agent: Agent, buffer: int, drop_updates: bool) -> None:
-        self._agent = agent
-        self._buffer = buffer
-        self._drop_updates = drop_updates
-        self._sub: _Subscriber | None = None
-
-    async def __aenter__(self) -> trio.MemoryReceiveChannel[ev.AgentEvent]:
-        await trio.lowlevel.checkpoint()
-        self._agent._check_open()
-        send, receive = trio.open_memory_channel[ev.AgentEvent](self._buffer)
-        self._sub = _Subscriber(send=send, drop_updates=self._drop_updates)
-        self._agent._subscribers.append(self._sub)
-        self._agent._listen()
-        return receive
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        assert self._sub is not None
-        # Closing our sending side wakes a run blocked sending to us (it drops us and
-        # goes on) and ends the iteration of any task reading the channel.
-        self._agent._unsubscribe(self._sub)
+        self._fanout.end()
 
 
 @asynccontextmanager

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, final
 
@@ -41,12 +40,10 @@ import attrs
 import trio
 
 from . import _events as ev
-from ._errors import AgentUsageError, TranscriptFormatError
+from ._errors import TranscriptFormatError
+from ._locked_file import CHUNK, datasync, fsync_dir, line_start, names, open_locked, write_all
 from ._messages import Message
 from ._serde import from_jsonable, message_to_json
-
-if sys.platform != "win32":
-    import fcntl
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -61,11 +58,6 @@ HEADER_LINE: Final = (
 ).encode()
 
 FsyncMode = bool | Literal["turn"]
-
-# How far back to look for the start of the last line at a time, when reopening a file.
-_CHUNK = 1 << 16
-# How often to reopen a file that is replaced between opening and locking it.
-_REOPEN_TRIES = 100
 
 
 class _Unreadable(Exception):
@@ -211,16 +203,6 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
     return LoadedTranscript(messages=tuple(messages), version=version)
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make a new or renamed directory entry durable (POSIX; a no-op where unsupported)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _encode(messages: Iterable[Message]) -> bytes:
     return "".join([message_to_json(m) + "\n" for m in messages]).encode()
 
@@ -251,7 +233,7 @@ def write_transcript(
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     # Locking needs a file to lock: a missing target is created empty, under the lock,
     # so that no writer can open it meanwhile.
-    fd, created = _open_locked(target, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd, created = open_locked(target, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         try:
             with open(tmp, "wb") as f:
@@ -263,31 +245,17 @@ def write_transcript(
         except BaseException:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            if created and _names(fd, target):
+            if created and names(fd, target):
                 with contextlib.suppress(OSError):
                     target.unlink()
             raise
     finally:
         os.close(fd)  # releases the lock
     if fsync:
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
 
 
 # --- writing ---------------------------------------------------------------------------
-
-
-def _datasync(fd: int) -> None:
-    # fdatasync skips metadata that does not matter for reading the data back.
-    if hasattr(os, "fdatasync"):
-        os.fdatasync(fd)
-    else:  # pragma: no cover - macOS, Windows
-        os.fsync(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _check_fsync(_: Any, __: Any, value: Any) -> None:
@@ -397,18 +365,18 @@ class JsonlTranscript:
         await trio.lowlevel.checkpoint_if_cancelled()
 
     def _open_sync(self) -> None:
-        fd, created = _open_locked(self.path, os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+        fd, created = open_locked(self.path, os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
         try:
             size = os.fstat(fd).st_size
             if size:
                 size = self._check_existing(fd, size)
             if not size:
-                _write_all(fd, HEADER_LINE)
+                write_all(fd, HEADER_LINE)
                 size = len(HEADER_LINE)
                 if self.fsync is not False:
-                    _datasync(fd)
+                    datasync(fd)
             if created and self.fsync is not False:
-                _fsync_dir(self.path.parent)
+                fsync_dir(self.path.parent)
         except BaseException:
             os.close(fd)
             raise
@@ -418,14 +386,14 @@ class JsonlTranscript:
     def _check_existing(self, fd: int, size: int) -> int:
         """Check the header and the last line; return the size to append at."""
         where = os.fspath(self.path)
-        head = os.pread(fd, min(size, _CHUNK), 0)
+        head = os.pread(fd, min(size, CHUNK), 0)
         end = head.find(b"\n")
         if end < 0:
             if size <= len(HEADER_LINE) and HEADER_LINE.startswith(head):
                 os.ftruncate(fd, 0)  # the header itself was torn: start over
                 return 0
             _parse_header(head, where)  # raises unless it is a whole header line
-            _write_all(fd, b"\n")
+            write_all(fd, b"\n")
             return size + 1
         _parse_header(head[:end], where)
         header_end = end + 1
@@ -434,7 +402,7 @@ class JsonlTranscript:
         # The last line: from after the last newline before the final byte.
         ends_with_newline = os.pread(fd, 1, size - 1) == b"\n"
         stop = size - 1 if ends_with_newline else size
-        start = _line_start(fd, stop, header_end)
+        start = line_start(fd, stop, header_end)
         raw = os.pread(fd, stop - start, start)
         try:
             data = _decode(raw)
@@ -444,7 +412,7 @@ class JsonlTranscript:
             return start
         _parse_message(data, where, None)
         if not ends_with_newline:
-            _write_all(fd, b"\n")
+            write_all(fd, b"\n")
             size += 1
         return size
 
@@ -454,7 +422,7 @@ class JsonlTranscript:
             return
         try:
             if self._dirty and self.fsync == "turn" and self._broken is None:
-                _datasync(fd)
+                datasync(fd)
         finally:
             os.close(fd)
 
@@ -524,9 +492,9 @@ class JsonlTranscript:
         data = _encode(messages)
         try:
             if data:
-                _write_all(fd, data)
+                write_all(fd, data)
             if sync:
-                _datasync(fd)
+                datasync(fd)
         except OSError as exc:
             # Cut a partly written line back off, so later readers see whole lines only.
             with contextlib.suppress(OSError):
@@ -535,70 +503,3 @@ class JsonlTranscript:
             raise
         self._size += len(data)
         self._dirty = not sync
-
-
-def _lock_file(fd: int, path: Path) -> None:
-    if sys.platform == "win32":  # pragma: no cover
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise AgentUsageError(
-            f"{path} is already open for writing by another JsonlTranscript "
-            "(in this or another process); close that one first"
-        ) from None
-
-
-def _names(fd: int, path: Path) -> bool:
-    """True if ``path`` still names the file open as ``fd``."""
-    try:
-        there = os.stat(path)
-    except FileNotFoundError:
-        return False
-    here = os.fstat(fd)
-    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
-
-
-def _open_locked(path: Path, flags: int) -> tuple[int, bool]:
-    """Open ``path`` (created if missing) and lock it; return the fd and whether it was
-    created.
-
-    A file that was renamed over between opening and locking (by
-    :func:`write_transcript`) is not the transcript any more: open the new one.
-
-    Raises:
-        AgentUsageError: another writer holds the lock.
-        OSError: the file cannot be opened.
-    """
-    for _ in range(_REOPEN_TRIES):
-        created = True
-        try:
-            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            created = False
-            try:
-                fd = os.open(path, flags)
-            except FileNotFoundError:
-                continue  # removed meanwhile: create it
-        try:
-            _lock_file(fd, path)
-            if _names(fd, path):
-                return fd, created
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-    raise OSError(f"{path} kept being replaced while it was being opened; try again")
-
-
-def _line_start(fd: int, stop: int, floor: int) -> int:
-    """Offset just after the last newline before ``stop`` (at least ``floor``)."""
-    pos = stop
-    while pos > floor:
-        begin = max(floor, pos - _CHUNK)
-        chunk = os.pread(fd, pos - begin, begin)
-        i = chunk.rfind(b"\n")
-        if i >= 0:
-            return begin + i + 1
-        pos = begin
-    return floor

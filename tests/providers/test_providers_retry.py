@@ -15,7 +15,7 @@ from _streamkit import FAST, collect, final, make_model
 
 from trio_agent import Done
 from trio_agent.providers import RetryPolicy
-from trio_agent.providers._http import _retry_after
+from trio_agent.providers._session import _retry_after
 
 if TYPE_CHECKING:
     import httpx2

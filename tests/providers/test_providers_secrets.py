@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from trio_agent import Done, Error
 from trio_agent.providers import Anthropic, HTTPOptions, OpenAIChat, RetryPolicy
-from trio_agent.providers._http import Secret
+from trio_agent.providers._secrets import Secret
 
 if TYPE_CHECKING:
     from _httpserver import Server

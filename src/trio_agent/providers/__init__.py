@@ -7,14 +7,15 @@ connections, malformed or oversized frames, stalls, a stream cut short) end the 
 with an ``Error`` that keeps the partial content. Retries (``RetryPolicy``) happen only
 before the first byte of a reply.
 
-Layout: ``_sse`` decodes the event stream, ``_reply`` builds the reply, ``_http`` holds
-the client, retries and the stream task, ``_history`` shapes the transcript, and
-``_openai`` / ``_anthropic`` hold the two wire formats.
+Layout: ``_sse`` decodes the event stream, ``_reply`` builds the reply, ``_options``
+holds the connection settings, ``_secrets`` the API key, ``_session`` the client and
+retries, ``_http`` the model class and the stream task, ``_history`` shapes the
+transcript, and ``_openai`` / ``_anthropic`` hold the two wire formats.
 """
 
 from ._anthropic import Anthropic as Anthropic
-from ._http import HTTPOptions as HTTPOptions
-from ._http import RetryPolicy as RetryPolicy
 from ._openai import OpenAIChat as OpenAIChat
+from ._options import HTTPOptions as HTTPOptions
+from ._options import RetryPolicy as RetryPolicy
 
 __all__ = ["Anthropic", "HTTPOptions", "OpenAIChat", "RetryPolicy"]

@@ -37,14 +37,15 @@ from .._messages import (
     UserMessage,
 )
 from ._history import normalize_id, prepare
-from ._http import HTTPModel, describe_error
+from ._http import HTTPModel
 from ._reply import ReplyBuilder, StreamFault
+from ._session import describe_error
 
 if TYPE_CHECKING:
     from .. import _events as ev
     from .._model import ModelRequest
     from ._history import History
-    from ._http import HTTPOptions
+    from ._options import HTTPOptions
     from ._sse import SSEEvent
 
 __all__ = ["OpenAIChat", "openai_messages"]

@@ -13,11 +13,16 @@ parallel.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar, final
 
+import msgspec
 import trio
+from msgspec import UNSET, UnsetType
 
-from .._tools import Tool, ToolOutput
+from .._tool_decorator import tool
+
+# Needed at run time: @tool reads the annotations of the functions below.
+from .._tools import Tool, ToolContext, ToolOutput  # noqa: TC001
 from ._bash import (
     DEFAULT_TIMEOUT,
     MAX_OUTPUT_CHARS,
@@ -38,11 +43,8 @@ from ._search import (
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
     from types import TracebackType
-
-    from .._messages import ToolCall
-    from .._tools import ToolContext
 
 __all__ = ["BASH_KILLS", "PathLocks", "Workspace", "workspace"]
 
@@ -126,11 +128,20 @@ class PathLocks:
         return len(self._table)
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
+_PATH_TEXT = "Path relative to the workspace (or absolute inside it)."
+_Path: TypeAlias = Annotated[str, msgspec.Meta(description=_PATH_TEXT)]
+_Lines: TypeAlias = Annotated[int, msgspec.Meta(ge=1)]
+_Seconds: TypeAlias = Annotated[
+    float, msgspec.Meta(gt=0, description=f"Seconds (default {DEFAULT_TIMEOUT:g}).")
+]
+T = TypeVar("T")
 
 
-_PATH = {"type": "string", "description": "Path relative to the workspace (or absolute inside it)."}
+def _given(value: T | UnsetType, otherwise: T) -> T:
+    """``otherwise`` when the model left the argument out. A parameter typed
+    ``X | UnsetType = UNSET`` is optional with no default in the schema (and null is
+    refused, as in a schema written by hand), and the function sees UNSET."""
+    return otherwise if isinstance(value, UnsetType) else value
 
 
 @final
@@ -151,143 +162,140 @@ class Workspace:
         self.locks = PathLocks()
 
     def tools(self) -> tuple[Tool, ...]:
-        """The tools, in this order: read, write, edit, ls, find, grep, bash."""
-        tools = [
-            Tool(
-                name="read",
-                label="Read file",
-                description=(
-                    "Read a text file. Lines come numbered (1-based). At most "
-                    f"{MAX_LINES} lines or {MAX_READ_CHARS} characters per call: use offset "
-                    "and limit to read a long file in parts. Binary files are refused."
-                ),
-                parameters=_schema(
-                    {
-                        "path": _PATH,
-                        "offset": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "description": "First line to read (1-based).",
-                        },
-                        "limit": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "description": "How many lines to read at most.",
-                        },
-                    },
-                    ["path"],
-                ),
-                execute=self._read,
+        """The tools, in this order: read, write, edit, ls, find, grep, bash.
+
+        Each is built with ``@tool`` from the annotated function below: the annotations
+        and ``Args:`` sections are the JSON Schema the model sees. Unknown arguments are
+        refused, as for every ``@tool`` tool.
+        """
+        check = trio.from_thread.check_cancelled
+
+        @tool(
+            label="Read file",
+            description=(
+                "Read a text file. Lines come numbered (1-based). At most "
+                f"{MAX_LINES} lines or {MAX_READ_CHARS} characters per call: use offset "
+                "and limit to read a long file in parts. Binary files are refused."
             ),
-            Tool(
-                name="write",
-                label="Write file",
-                description=(
-                    "Create or overwrite a text file with the given content; missing parent "
-                    "folders are created."
-                ),
-                parameters=_schema(
-                    {"path": _PATH, "content": {"type": "string"}}, ["path", "content"]
-                ),
-                execute=self._write,
-            ),
-            Tool(
-                name="edit",
-                label="Edit file",
-                description=(
-                    "Replace one exact piece of text in a file. old must match exactly once, "
-                    "whitespace and line breaks included; include surrounding lines to make "
-                    "it unique."
-                ),
-                parameters=_schema(
-                    {
-                        "path": _PATH,
-                        "old": {"type": "string", "description": "The exact text to replace."},
-                        "new": {"type": "string", "description": "The text to put instead."},
-                    },
-                    ["path", "old", "new"],
-                ),
-                execute=self._edit,
-            ),
-            Tool(
-                name="ls",
-                label="List folder",
-                description=(
-                    "List a folder's entries, sorted; folders end in /, symlinks in @. A name "
-                    "that is not UTF-8 shows each bad byte as \\xNN (and a backslash in it "
-                    "as \\\\); every file tool takes the name back in that form."
-                ),
-                parameters=_schema({"path": {**_PATH, "default": "."}}, []),
-                execute=self._ls,
-            ),
-            Tool(
-                name="find",
-                label="Find files",
-                description=(
-                    "Find paths matching a glob: * and ? within a name, ** across folders; a "
-                    "pattern without / matches names at any depth (*.py). At most "
-                    f"{MAX_FIND_RESULTS} results; skips {', '.join(sorted(SKIP_DIRS))}."
-                ),
-                parameters=_schema(
-                    {
-                        "pattern": {"type": "string", "description": "A glob, like src/**/*.py."},
-                        "path": {**_PATH, "description": "Folder to search (default: all)."},
-                    },
-                    ["pattern"],
-                ),
-                execute=self._find,
-            ),
-            Tool(
-                name="grep",
-                label="Search text",
-                description=(
-                    "Search files for lines matching a regular expression (RE2 syntax: like "
-                    "Python's, without backreferences or look-around); prints path:line: "
-                    f"text. At most {MAX_GREP_MATCHES} matches. Files over "
-                    f"{MAX_GREP_FILE // (1 << 20)} MB, binary and unreadable files are skipped "
-                    "and named in a note; the folders find skips are not entered."
-                ),
-                parameters=_schema(
-                    {
-                        "pattern": {"type": "string", "description": "A regular expression."},
-                        "path": {
-                            **_PATH,
-                            "description": "A file or folder to search (default: all).",
-                        },
-                        "ignore_case": {"type": "boolean", "default": False},
-                    },
-                    ["pattern"],
-                ),
-                execute=self._grep,
-            ),
-        ]
-        if self.allow_bash:
-            tools.append(
-                Tool(
-                    name="bash",
-                    label="Run command",
-                    description=(
-                        "Run a bash command in the workspace folder (stdin is empty). "
-                        "Returns its output (stdout and stderr, the last "
-                        f"{MAX_OUTPUT_LINES} lines or {MAX_OUTPUT_CHARS} characters) and "
-                        f"exit code; a non-zero exit is an error. {BASH_KILLS} It runs with "
-                        "the user's rights and is not confined to the workspace folder (the "
-                        "file tools are)."
-                    ),
-                    parameters=_schema(
-                        {
-                            "command": {"type": "string"},
-                            "timeout": {
-                                "type": "number",
-                                "exclusiveMinimum": 0,
-                                "description": f"Seconds (default {DEFAULT_TIMEOUT:g}).",
-                            },
-                        },
-                        ["command"],
-                    ),
-                    execute=self._bash,
-                )
+        )
+        async def read(
+            path: _Path,
+            offset: _Lines | UnsetType = UNSET,
+            limit: _Lines | UnsetType = UNSET,
+        ) -> ToolOutput:
+            """The arguments (the description is given to ``@tool``).
+
+            Args:
+                offset: First line to read (1-based).
+                limit: How many lines to read at most.
+            """
+            return await self._read_only(
+                read_file, path, _given(offset, None), _given(limit, None), check
             )
+
+        @tool(
+            label="Write file",
+            description=(
+                "Create or overwrite a text file with the given content; missing parent "
+                "folders are created."
+            ),
+        )
+        async def write(path: _Path, content: str) -> ToolOutput:
+            return await self._locked_write(write_file, path, content, create=True)
+
+        @tool(
+            label="Edit file",
+            description=(
+                "Replace one exact piece of text in a file. old must match exactly once, "
+                "whitespace and line breaks included; include surrounding lines to make "
+                "it unique."
+            ),
+        )
+        async def edit(path: _Path, old: str, new: str) -> ToolOutput:
+            """The arguments (the description is given to ``@tool``).
+
+            Args:
+                old: The exact text to replace.
+                new: The text to put instead.
+            """
+            return await self._locked_write(edit_file, path, old, new, create=False)
+
+        @tool(
+            label="List folder",
+            description=(
+                "List a folder's entries, sorted; folders end in /, symlinks in @. A name "
+                "that is not UTF-8 shows each bad byte as \\xNN (and a backslash in it "
+                "as \\\\); every file tool takes the name back in that form."
+            ),
+        )
+        async def ls(path: _Path = ".") -> ToolOutput:
+            return await self._read_only(list_dir, path or ".")
+
+        @tool(
+            label="Find files",
+            description=(
+                "Find paths matching a glob: * and ? within a name, ** across folders; a "
+                "pattern without / matches names at any depth (*.py). At most "
+                f"{MAX_FIND_RESULTS} results; skips {', '.join(sorted(SKIP_DIRS))}."
+            ),
+        )
+        async def find(pattern: str, path: str | UnsetType = UNSET) -> ToolOutput:
+            """The arguments (the description is given to ``@tool``).
+
+            Args:
+                pattern: A glob, like src/**/*.py.
+                path: Folder to search (default: all).
+            """
+            return await self._read_only(find_paths, pattern, _given(path, "") or ".", check)
+
+        @tool(
+            label="Search text",
+            description=(
+                "Search files for lines matching a regular expression (RE2 syntax: like "
+                "Python's, without backreferences or look-around); prints path:line: "
+                f"text. At most {MAX_GREP_MATCHES} matches. Files over "
+                f"{MAX_GREP_FILE // (1 << 20)} MB, binary and unreadable files are skipped "
+                "and named in a note; the folders find skips are not entered."
+            ),
+        )
+        async def grep(
+            pattern: str, path: str | UnsetType = UNSET, ignore_case: bool = False
+        ) -> ToolOutput:
+            """The arguments (the description is given to ``@tool``).
+
+            Args:
+                pattern: A regular expression.
+                path: A file or folder to search (default: all).
+            """
+            return await self._read_only(
+                grep_files, pattern, _given(path, "") or ".", ignore_case, check
+            )
+
+        tools = [read, write, edit, ls, find, grep]
+        if self.allow_bash:
+
+            @tool(
+                label="Run command",
+                description=(
+                    "Run a bash command in the workspace folder (stdin is empty). "
+                    "Returns its output (stdout and stderr, the last "
+                    f"{MAX_OUTPUT_LINES} lines or {MAX_OUTPUT_CHARS} characters) and "
+                    f"exit code; a non-zero exit is an error. {BASH_KILLS} It runs with "
+                    "the user's rights and is not confined to the workspace folder (the "
+                    "file tools are)."
+                ),
+            )
+            async def bash(
+                command: str,
+                timeout: _Seconds | UnsetType = UNSET,  # noqa: ASYNC109  # the model's argument
+                *,
+                ctx: ToolContext,
+            ) -> ToolOutput:
+                return await run_bash(
+                    self.root.path, command, _given(timeout, DEFAULT_TIMEOUT), ctx
+                )
+
+            tools.append(bash)
         return tuple(tools)
 
     # --- executes -----------------------------------------------------------------------
@@ -319,49 +327,6 @@ class Workspace:
         real = await trio.to_thread.run_sync(key, abandon_on_cancel=True)
         async with self.locks.hold(real):
             return await trio.to_thread.run_sync(partial(core, self.root, path, *rest))
-
-    async def _read(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._read_only(
-            read_file,
-            args["path"],
-            args.get("offset"),
-            args.get("limit"),
-            trio.from_thread.check_cancelled,
-        )
-
-    async def _write(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._locked_write(write_file, args["path"], args["content"], create=True)
-
-    async def _edit(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._locked_write(
-            edit_file, args["path"], args["old"], args["new"], create=False
-        )
-
-    async def _ls(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._read_only(list_dir, args.get("path") or ".")
-
-    async def _find(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._read_only(
-            find_paths, args["pattern"], args.get("path") or ".", trio.from_thread.check_cancelled
-        )
-
-    async def _grep(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await self._read_only(
-            grep_files,
-            args["pattern"],
-            args.get("path") or ".",
-            bool(args.get("ignore_case", False)),
-            trio.from_thread.check_cancelled,
-        )
-
-    async def _bash(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        timeout = args.get("timeout")
-        return await run_bash(
-            self.root.path,
-            args["command"],
-            DEFAULT_TIMEOUT if timeout is None else float(timeout),
-            ctx,
-        )
 
 
 def workspace(root: str | os.PathLike[str], *, allow_bash: bool = True) -> tuple[Tool, ...]:
