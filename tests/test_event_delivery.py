@@ -57,7 +57,7 @@ class SlowSink:
 
 class CancellingJsonlSink:
     """Writes each event to ``transcript``; at the ``k``-th ``MessageEnd`` it cancels
-    ``scope`` (``at_once``) or gives it a deadline 1 s away; ``then_sleep`` awaits
+    ``scope`` before the write (``at_once``) or right after it; ``then_sleep`` awaits
     1 ms after each write (a UI, say)."""
 
     def __init__(
@@ -81,12 +81,11 @@ class CancellingJsonlSink:
         self.events.append(event)
         if type(event) is MessageEnd:
             self.ends += 1
-            if self.ends == self.k:
-                if self.at_once:
-                    self.scope.cancel()
-                else:
-                    self.scope.deadline = trio.current_time() + 1
+            if self.ends == self.k and self.at_once:
+                self.scope.cancel()
         await self.transcript.write_event(event)
+        if type(event) is MessageEnd and self.ends == self.k and not self.at_once:
+            self.scope.cancel()  # lands after the write, while the sink still awaits
         if self.then_sleep:
             await trio.sleep(0.001)
 
@@ -147,11 +146,9 @@ async def test_a_jsonl_sink_never_writes_a_line_twice_under_an_outer_deadline(
     UI): a cancel landing after the write interrupts the call, which counts as
     delivered. Redoing it (as the clean-up used to) wrote the line twice.
 
-    Just before the k-th message is written, the caller's scope gets a deadline 1 s
-    away; while the worker thread writes and fsyncs, every trio task is blocked, so the
-    autojump clock jumps to that deadline, for each k. (No other deadline exists
-    meanwhile: ``cleanup_timeout`` is infinite here, so the clock cannot jump through
-    the clean-up.)
+    Right after the k-th message is written, the caller's scope is cancelled, so the
+    sink's 1 ms wait is interrupted, for each k (``cleanup_timeout`` is infinite here, so
+    the clock cannot jump through the clean-up).
     """
     tool = make_tool("probe")
     config = LoopConfig(cleanup_timeout=math.inf)
