@@ -35,7 +35,8 @@ from .._messages import (
 )
 from .._serde import join_surrogate_pairs
 from ..replay._strategies import faults
-from ._script import (
+from ._script import Script
+from ._script_values import (
     SERIAL_TOOL,
     WORK_TOOL,
     AbortScript,
@@ -48,7 +49,6 @@ from ._script import (
     QueueName,
     ReplyScript,
     RunHook,
-    Script,
     StreamFault,
     paired_history,
 )
