@@ -2,9 +2,10 @@
 
 ``ScriptedModel``, the :class:`Script` values and ``assert_run_invariants`` need only
 trio-agent itself. The Hypothesis strategies (``messages``, ``tool_calls``,
-``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``, and ``faults``
-— faults over a recorded cassette, from :mod:`trio_agent.replay`) need Hypothesis
-(``pip install 'trio-agent[test]'``): each is imported on its first access (the real
+``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``, ``tool_arguments``
+— arguments drawn from a tool's own JSON Schema, with hypothesis-jsonschema —, and
+``faults`` — faults over a recorded cassette, from :mod:`trio_agent.replay`) need
+Hypothesis (``pip install 'trio-agent[test]'``): each is imported on its first access (the real
 function, with its real signature), so importing this module — as ``trio-agent demo`` and
 the benchmarks do — never requires it.
 """
@@ -38,6 +39,7 @@ _STRATEGIES = frozenset(
         "json_values",
         "messages",
         "scripts",
+        "tool_arguments",
         "tool_calls",
         "transcripts",
     }
@@ -49,6 +51,7 @@ if typing.TYPE_CHECKING:
     from ._strategies import json_values as json_values
     from ._strategies import messages as messages
     from ._strategies import scripts as scripts
+    from ._strategies import tool_arguments as tool_arguments
     from ._strategies import tool_calls as tool_calls
     from ._strategies import transcripts as transcripts
 else:
@@ -98,6 +101,7 @@ __all__ = [
     "messages",
     "run_invariant_violations",
     "scripts",
+    "tool_arguments",
     "tool_calls",
     "transcripts",
 ]

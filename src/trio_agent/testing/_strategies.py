@@ -35,6 +35,7 @@ from .._messages import (
 )
 from .._serde import join_surrogate_pairs
 from ..replay._strategies import faults
+from ._argument_strategies import tool_arguments
 from ._script import Script
 from ._script_values import (
     SERIAL_TOOL,
@@ -65,6 +66,7 @@ __all__ = [
     "scripts",
     "text_blocks",
     "thinking_blocks",
+    "tool_arguments",
     "tool_calls",
     "transcripts",
     "usages",
