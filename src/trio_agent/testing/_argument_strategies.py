@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from .._tools import Tool
 
-__all__ = ["accepts_arguments", "tool_arguments"]
+__all__ = ["accepts_arguments", "mostly_valid_arguments", "tool_arguments"]
 
 _WRONG: Final[tuple[Any, ...]] = (
     None,
@@ -142,6 +142,11 @@ def _invalid(draw: st.DrawFn, tool: Tool) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
+_invalid_cache: weakref.WeakKeyDictionary[Tool, st.SearchStrategy[dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def tool_arguments(tool: Tool, *, valid: bool = True) -> st.SearchStrategy[dict[str, Any]]:
     """Arguments for ``tool``, drawn from its own JSON Schema (``tool.parameters``).
 
@@ -165,4 +170,20 @@ def tool_arguments(tool: Tool, *, valid: bool = True) -> st.SearchStrategy[dict[
         hypothesis_jsonschema errors: (when drawing) a schema it cannot generate from,
             such as a recursive ``$ref``.
     """
-    return _valid(tool) if valid else _invalid(tool)
+    if valid:
+        return _valid(tool)
+    try:
+        return _invalid_cache[tool]
+    except KeyError:
+        strategy = _invalid_cache[tool] = _invalid(tool)
+        return strategy
+
+
+def mostly_valid_arguments(tool: Tool, invalid_percent: int) -> st.SearchStrategy[dict[str, Any]]:
+    """:func:`tool_arguments` for ``tool``, invalid about ``invalid_percent`` % of the
+    time; shrinks toward valid arguments."""
+    return (
+        st.integers(0, 99)
+        .map(lambda n: n < 100 - invalid_percent)
+        .flatmap(lambda valid: tool_arguments(tool, valid=valid))
+    )

@@ -115,6 +115,22 @@ def _make_tools(probe: ToolProbe) -> tuple[Tool, ...]:
     return (work, serial)
 
 
+def _probed(tool: Tool, probe: ToolProbe) -> Tool:
+    """The user's ``tool`` with its calls noted in ``probe`` (its own body unchanged)."""
+    inner = tool.execute
+
+    async def execute(
+        call: ToolCall, args: Mapping[str, Any], ctx: ToolContext
+    ) -> ToolOutput | str:
+        probe.started.append(call.id)
+        try:
+            return await inner(call, args, ctx)
+        finally:
+            probe.finished.append(call.id)
+
+    return attrs.evolve(tool, execute=execute)
+
+
 def live_tasks() -> set[trio.lowlevel.Task]:
     """Every task of the current trio run (walked from the root task). Not a checkpoint."""
     root = trio.lowlevel.current_root_task()
@@ -136,7 +152,8 @@ class ScriptRig:
 
     Attributes:
         model: the ``ScriptedModel`` (it records ``requests``).
-        context: the caller's ``Context`` (history and the two scripted tools).
+        context: the caller's ``Context`` (history, the two scripted tools, and the
+            script's own tools, each wrapped to note its calls in ``probe``).
         config: the ``LoopConfig`` (limits from the script, polls reading the queues).
         prompts: the prompt messages (empty when the script continues from history).
         probe: which calls entered and left their tool.
@@ -181,7 +198,10 @@ class ScriptRig:
         self.context = Context(
             system_prompt="You are a scripted test.",
             messages=script.history,
-            tools=_make_tools(self.probe),
+            tools=(
+                *_make_tools(self.probe),
+                *(_probed(t, self.probe) for t in script.tools),
+            ),
         )
         self.prompts = (
             (UserMessage.text(script.prompt, timestamp=0.0),) if script.prompt is not None else ()

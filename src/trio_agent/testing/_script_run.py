@@ -123,11 +123,14 @@ class ScriptRun:
         out: list[str] = []
         events = self.events
         sequential = self.script.tool_execution == "sequential"
+        one_at_a_time = {SERIAL_TOOL} | {
+            t.name for t in self.script.tools if t.execution_mode == "sequential"
+        }
         for i, e in enumerate(events):
             if isinstance(e, ev.MessageEnd) and type(e.message) is AssistantMessage:
                 calls = e.message.tool_calls
                 sequential = self.script.tool_execution == "sequential" or any(
-                    c.name == SERIAL_TOOL for c in calls
+                    c.name in one_at_a_time for c in calls
                 )
             elif (
                 sequential

@@ -31,6 +31,8 @@ Nothing here imports Hypothesis.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
@@ -45,11 +47,10 @@ from .._messages import (
     ToolResultMessage,
     UserMessage,
 )
+from .._tools import Tool
 from ._scripted import events_for
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from .. import _events as ev
 
 __all__ = [
@@ -114,6 +115,10 @@ def _tuple(value: Any) -> tuple[Any, ...]:
     return value if type(value) is tuple else tuple(value)
 
 
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}…"
+
+
 def seconds(t: float) -> str:
     return f"{t:g}s"
 
@@ -127,9 +132,15 @@ class CallScript:
 
     Attributes:
         id: the call id.
-        tool: ``"work"``, ``"serial"`` (a sequential tool) or any other name (unknown:
-            the call gets a ``not_found`` result).
-        valid_arguments: False sends arguments that fail the schema.
+        tool: ``"work"``, ``"serial"`` (a sequential tool), the name of one of the
+            script's own ``tools`` (then ``args`` says what the call sends), or any other
+            name (unknown: the call gets a ``not_found`` result).
+        valid_arguments: False sends arguments that fail the schema (for a call to one
+            of the script's own tools: what ``args`` was drawn as).
+        args: the arguments sent to one of the script's own tools (the user's tools:
+            their body decides what happens, so ``latency``, ``progress`` and
+            ``behaviour`` do not apply); None for the scripted tools, whose arguments
+            are built from those three fields.
         latency: virtual seconds the tool works before it answers.
         progress: progress updates reported, evenly spread over ``latency``.
         behaviour: ``ok`` answers; ``fail`` raises; ``hang`` never answers (only a
@@ -148,13 +159,18 @@ class CallScript:
     progress: int = 0
     behaviour: Behaviour = "ok"
     hook: CallHook | None = None
+    args: Mapping[str, Any] | None = None
 
     @property
     def known_tool(self) -> bool:
-        return self.tool in (WORK_TOOL, SERIAL_TOOL)
+        """The call names a tool the script provides (scripted, or the user's own)."""
+        return self.args is not None or self.tool in (WORK_TOOL, SERIAL_TOOL)
 
     def arguments(self) -> dict[str, Any]:
-        """The JSON arguments the model sends (the tool reads its behaviour from them)."""
+        """The JSON arguments the model sends (a scripted tool reads its behaviour from
+        them)."""
+        if self.args is not None:
+            return dict(self.args)
         if not self.valid_arguments:
             return dict(_INVALID_ARGUMENTS)
         return {"latency": self.latency, "progress": self.progress, "behaviour": self.behaviour}
@@ -166,6 +182,10 @@ class CallScript:
         head = f"call {self.id} {self.tool}"
         if not self.known_tool:
             return f"{head} (unknown tool)"
+        if self.args is not None:
+            which = "valid" if self.valid_arguments else "invalid"
+            line = f"{head} with {which} arguments {_clip(json.dumps(self.args))}"
+            return line + (f" [{_HOOK_TEXT[self.hook]}]" if self.hook is not None else "")
         if not self.valid_arguments:
             return f"{head} with invalid arguments"
         detail = [f"latency {seconds(self.latency)}"]
@@ -361,6 +381,9 @@ class Scenario:
         chunk_size: text is streamed in deltas of this many characters.
         driver: ``channel`` (``open_agent_loop``, a consumer task) or ``callback``
             (``run_agent_loop`` with a plain ``on_event``; no abort, no deadline).
+        tools: the user's own tools, offered to the model beside the scripted ones
+            (names must differ from ``work`` and ``serial``); calls to them carry
+            ``CallScript.args`` and run the tools' real bodies.
     """
 
     replies: tuple[ReplyScript, ...] = attrs.field(default=(), converter=_tuple)
@@ -381,8 +404,16 @@ class Scenario:
     hook_failure: HookFailure | None = None
     chunk_size: int | None = None
     driver: Literal["channel", "callback"] = "channel"
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tuple)
 
     def __attrs_post_init__(self) -> None:
+        names = [t.name for t in self.tools]
+        clash = sorted({n for n in names if names.count(n) > 1 or n in (WORK_TOOL, SERIAL_TOOL)})
+        if clash:
+            raise ValueError(
+                f"tool name(s) {clash} used twice, or by the scripted tools "
+                f"{WORK_TOOL!r} and {SERIAL_TOOL!r}: give each tool its own name"
+            )
         if self.driver == "callback" and (
             self.abort is not None or self.interrupts or self.deadline is not None
         ):
@@ -415,6 +446,8 @@ class Scenario:
             config.append("follow_up_mode=all")
         if self.driver == "callback":
             config.append("run_agent_loop with on_event")
+        if self.tools:
+            config.append(f"own tools {', '.join(t.name for t in self.tools)}")
         if config:
             lines.append(f"  config: {', '.join(config)}")
         for step, reply in enumerate(self.replies):
