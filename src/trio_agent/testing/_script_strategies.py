@@ -101,8 +101,8 @@ def call_scripts(
     hooks: bool = True,
 ) -> st.SearchStrategy[CallScript]:
     """One call (id ``"0"``: :func:`reply_scripts` numbers them): to a scripted tool (a
-    name of ``tools``, doing one of ``behaviours``), or — half the time when there are
-    ``own_tools`` — to one of the user's own tools, with arguments drawn from its schema
+    name of ``tools``, doing one of ``behaviours``), or — three times in four when there
+    are ``own_tools`` — to one of the user's own tools, with arguments drawn from its schema
     (one in ten invalid when ``invalid_arguments``)."""
     scripted = st.sampled_from(list(tools))
     doing = st.sampled_from(list(behaviours))
@@ -113,7 +113,9 @@ def call_scripts(
     def build(draw: st.DrawFn) -> CallScript:
         hook: CallHook | None = _sometimes(draw, 8, call_hooks) if hooks else None
         valid = not (invalid_arguments and _chance(draw, 10))
-        if mine is not None and draw(st.booleans()):
+        # Three calls in four go to the user's tools when there are some; shrinking
+        # moves toward them (the tools under test), not toward the scripted ones.
+        if mine is not None and draw(_PERCENT) < 75:
             tool = draw(mine)
             args = draw(tool_arguments(tool, valid=valid), label=f"{tool.name} arguments")
             return CallScript(id="0", tool=tool.name, valid_arguments=valid, args=args, hook=hook)
@@ -314,7 +316,7 @@ def scripts(
         max_calls: the most tool calls in one reply.
         stop_reasons: the replies' stop reasons (``tool_use`` is the most common).
         tools: your own :class:`~trio_agent.Tool` objects (``@trio_agent.tool``
-            functions included). About half the calls then go to them, with arguments
+            functions included). About three calls in four then go to them, with arguments
             drawn from each tool's JSON Schema (see :func:`tool_arguments`): mostly
             valid, so their real bodies run; one in ten invalid (when
             ``invalid_arguments``), which the loop must answer with an error result.
