@@ -200,3 +200,34 @@ def test_public_strategies_have_real_signatures_and_docs(
     doc = inspect.getdoc(strategy) or ""
     for name in signature.parameters:
         assert f"{name}:" in doc, f"{name} is not documented"
+
+
+def test_only_schema_strategies_need_hypothesis_jsonschema() -> None:
+    # Without hypothesis-jsonschema, scripts() without tools still works; drawing
+    # arguments from a schema says what to install.
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["hypothesis_jsonschema"] = None  # as if it were not installed
+        import trio_agent
+        from trio_agent.testing import scripts, tool_arguments
+
+        @trio_agent.tool
+        async def add(a: int) -> str:
+            return str(a)
+
+        scripts()
+        try:
+            tool_arguments(add)
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "need hypothesis-jsonschema" in out.stdout

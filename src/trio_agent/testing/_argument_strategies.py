@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 from hypothesis import assume
 from hypothesis import strategies as st
-from hypothesis_jsonschema import from_schema
 
 from .._arguments import InvalidArguments, check_arguments
 
@@ -94,6 +93,16 @@ def _valid(tool: Tool) -> st.SearchStrategy[dict[str, Any]]:
         return _valid_cache[tool]
     except KeyError:
         pass
+    # Imported here: the other strategies need Hypothesis only, not this library.
+    try:
+        from hypothesis_jsonschema import from_schema
+    except ModuleNotFoundError as exc:
+        if exc.name != "hypothesis_jsonschema":
+            raise
+        raise ImportError(
+            "arguments drawn from a tool's schema need hypothesis-jsonschema: "
+            "pip install 'trio-agent[test]'"
+        ) from exc
     # A plain-JSON copy: hypothesis-jsonschema wants dicts and lists, not any Mapping.
     schema = json.loads(json.dumps(tool.parameters))
 
@@ -164,6 +173,8 @@ def tool_arguments(tool: Tool, *, valid: bool = True) -> st.SearchStrategy[dict[
             conversion would repair.
 
     Raises:
+        ImportError: hypothesis-jsonschema is not installed (``pip install
+            'trio-agent[test]'``).
         hypothesis.errors.Unsatisfiable, hypothesis.errors.FailedHealthCheck: (when
             drawing) ``valid=False`` on a schema that accepts every JSON object, or a
             schema nothing satisfies.
