@@ -113,6 +113,8 @@ def test_scripts_reject_a_tool_named_like_a_scripted_one() -> None:
         scripts(tools=(clash,))
     with pytest.raises(ValueError, match="twice"):
         Script(tools=(add, add))
+    with pytest.raises(TypeError, match="not a Tool"):
+        scripts(tools=(print,))  # type: ignore[arg-type]
 
 
 def _run_checked(script: Script) -> bool:

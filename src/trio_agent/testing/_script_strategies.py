@@ -24,6 +24,7 @@ import attrs
 from hypothesis import strategies as st
 
 from .._messages import StopReason
+from .._tools import as_tools
 from ._argument_strategies import tool_arguments
 from ._script import Script
 from ._script_values import (
@@ -348,6 +349,7 @@ def scripts(
     Raises:
         ValueError: an empty or unknown ``stop_reasons``, empty ``drivers``, or a tool
             name used twice or by a scripted tool.
+        TypeError: ``tools`` holds something other than ``Tool`` objects.
     """
     if not stop_reasons:
         raise ValueError("stop_reasons must not be empty")
@@ -356,7 +358,7 @@ def scripts(
         raise ValueError(f"unknown stop reasons {sorted(unknown)}")
     if not drivers:
         raise ValueError("drivers must not be empty")
-    own = tuple(tools)
+    own = as_tools(tools, "scripts(tools=...)")
     Script(tools=own)  # the name checks, now rather than at the first draw
     scripted = [WORK_TOOL, WORK_TOOL, WORK_TOOL, SERIAL_TOOL] + ["missing"] * unknown_tools
 
