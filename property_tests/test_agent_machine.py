@@ -63,7 +63,7 @@ from trio_agent import (
 from trio_agent._pairing import transcript_violations
 from trio_agent.testing import assert_run_invariants, events_for
 from trio_agent.testing._invariants import distinct_calls_view
-from trio_agent.testing._script import live_tasks
+from trio_agent.testing._script_rig import live_tasks
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping

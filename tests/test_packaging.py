@@ -33,4 +33,4 @@ def test_license_urls_and_extras() -> None:
     assert {"Homepage", "Source", "Issues", "Documentation"} <= set(project["urls"])
     light = project["optional-dependencies"]["hypothesis"]
     names = {d.split(">")[0].split("=")[0] for d in light}
-    assert names == {"hypothesis", "pytest", "pytest-trio"}
+    assert names == {"hypothesis", "hypothesis-jsonschema", "pytest", "pytest-trio"}

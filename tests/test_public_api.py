@@ -67,6 +67,7 @@ def test_core_names() -> None:
                 "json_values",
                 "messages",
                 "scripts",
+                "tool_arguments",
                 "tool_calls",
                 "transcripts",
             ],

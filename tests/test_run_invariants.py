@@ -43,7 +43,7 @@ from trio_agent.testing._invariants import distinct_calls_view
 if TYPE_CHECKING:
     from trio.testing import MockClock
 
-    from trio_agent.testing._script import RunHook
+    from trio_agent.testing._script_values import RunHook
 
 BATCH = Script(
     replies=(

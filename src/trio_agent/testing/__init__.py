@@ -2,9 +2,10 @@
 
 ``ScriptedModel``, the :class:`Script` values and ``assert_run_invariants`` need only
 trio-agent itself. The Hypothesis strategies (``messages``, ``tool_calls``,
-``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``, and ``faults``
-— faults over a recorded cassette, from :mod:`trio_agent.replay`) need Hypothesis
-(``pip install 'trio-agent[test]'``): each is imported on its first access (the real
+``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``, ``tool_arguments``
+— arguments drawn from a tool's own JSON Schema, with hypothesis-jsonschema —, and
+``faults`` — faults over a recorded cassette, from :mod:`trio_agent.replay`) need
+Hypothesis (``pip install 'trio-agent[test]'``): each is imported on its first access (the real
 function, with its real signature), so importing this module — as ``trio-agent demo`` and
 the benchmarks do — never requires it.
 """
@@ -13,15 +14,15 @@ import typing
 
 from ._invariants import assert_run_invariants as assert_run_invariants
 from ._invariants import run_invariant_violations as run_invariant_violations
-from ._script import AbortScript as AbortScript
-from ._script import Arrival as Arrival
-from ._script import CallScript as CallScript
-from ._script import HookFailure as HookFailure
-from ._script import InterruptScript as InterruptScript
-from ._script import ReplyScript as ReplyScript
 from ._script import Script as Script
-from ._script import ScriptRig as ScriptRig
-from ._script import ScriptRun as ScriptRun
+from ._script_rig import ScriptRig as ScriptRig
+from ._script_run import ScriptRun as ScriptRun
+from ._script_values import AbortScript as AbortScript
+from ._script_values import Arrival as Arrival
+from ._script_values import CallScript as CallScript
+from ._script_values import HookFailure as HookFailure
+from ._script_values import InterruptScript as InterruptScript
+from ._script_values import ReplyScript as ReplyScript
 from ._scripted import PausePoint as PausePoint
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import events_for as events_for
@@ -38,6 +39,7 @@ _STRATEGIES = frozenset(
         "json_values",
         "messages",
         "scripts",
+        "tool_arguments",
         "tool_calls",
         "transcripts",
     }
@@ -49,6 +51,7 @@ if typing.TYPE_CHECKING:
     from ._strategies import json_values as json_values
     from ._strategies import messages as messages
     from ._strategies import scripts as scripts
+    from ._strategies import tool_arguments as tool_arguments
     from ._strategies import tool_calls as tool_calls
     from ._strategies import transcripts as transcripts
 else:
@@ -98,6 +101,7 @@ __all__ = [
     "messages",
     "run_invariant_violations",
     "scripts",
+    "tool_arguments",
     "tool_calls",
     "transcripts",
 ]

@@ -16,7 +16,7 @@ when a strategy is first used.
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
 
@@ -34,27 +34,15 @@ from .._messages import (
     UserMessage,
 )
 from .._serde import join_surrogate_pairs
+from .._tools import as_tools
 from ..replay._strategies import faults
-from ._script import (
-    SERIAL_TOOL,
-    WORK_TOOL,
-    AbortScript,
-    Arrival,
-    CallHook,
-    CallScript,
-    HookFailure,
-    InterruptScript,
-    QueueMode,
-    QueueName,
-    ReplyScript,
-    RunHook,
-    Script,
-    StreamFault,
-    paired_history,
-)
+from ._argument_strategies import mostly_valid_arguments, tool_arguments
+from ._script_strategies import STOP_REASONS, scripts
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from .._tools import Tool
 
 __all__ = [
     "assistant_replies",
@@ -65,21 +53,13 @@ __all__ = [
     "scripts",
     "text_blocks",
     "thinking_blocks",
+    "tool_arguments",
     "tool_calls",
     "transcripts",
     "usages",
 ]
 
-STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
-CALL_HOOKS: tuple[CallHook, ...] = get_args(CallHook)
-RUN_HOOKS: tuple[RunHook, ...] = get_args(RunHook)
 ROLES = ("user", "assistant", "tool_result", "custom")
-
-# Virtual seconds: a few distinct values, so that ties (two things at the same instant)
-# are common and shrunk examples read well.
-_TIMES = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
-_TIMEOUTS = (0.5, 1.0, 0.1, 3.0)  # tool_timeout values
-_DEADLINES = (0.5, 0.05, 0.1, 0.25, 1.0, 2.0, 5.0)
 
 
 # Any code point, surrogates drawn often enough to matter (Hypothesis' own default
@@ -167,6 +147,8 @@ def tool_calls(
     ids: st.SearchStrategy[str] | None = None,
     names: Sequence[str] | st.SearchStrategy[str] | None = None,
     arguments: st.SearchStrategy[dict[str, Any]] | None = None,
+    tools: Sequence[Tool] | None = None,
+    invalid_percent: int = 10,
 ) -> st.SearchStrategy[ToolCall]:
     """``ToolCall`` values.
 
@@ -174,7 +156,35 @@ def tool_calls(
         ids: the call ids (default: short non-empty text).
         names: the tool names, a list to pick from or a strategy (default: any text).
         arguments: the JSON-object arguments (default: small JSON objects).
+        tools: your own :class:`~trio_agent.Tool` objects: each call names one of them,
+            with arguments drawn from its JSON Schema (see :func:`tool_arguments`),
+            valid except ``invalid_percent`` % of the time. Excludes ``names`` and
+            ``arguments``.
+        invalid_percent: with ``tools``, how often (in %) the arguments are drawn
+            invalid (the loop answers such a call with an error result); shrinks toward
+            valid.
+
+    Raises:
+        ValueError: ``tools`` given with ``names`` or ``arguments``, or empty; an
+            ``invalid_percent`` outside 0..100.
     """
+    ids_st = ids if ids is not None else _text(min_size=1, max_size=8)
+    if tools is not None:
+        if names is not None or arguments is not None:
+            raise ValueError("tools draws the names and the arguments: pass only tools")
+        own = as_tools(tools, "tool_calls(tools=...)")
+        if not own:
+            raise ValueError("tools must not be empty")
+        if not 0 <= invalid_percent <= 100:
+            raise ValueError(f"invalid_percent must be within 0..100, not {invalid_percent}")
+        return st.sampled_from(own).flatmap(
+            lambda tool: st.builds(
+                ToolCall,
+                id=ids_st,
+                name=st.just(tool.name),
+                arguments=mostly_valid_arguments(tool, invalid_percent),
+            )
+        )
     if names is None:
         name_st: st.SearchStrategy[str] = _text(min_size=1, max_size=12)
     elif isinstance(names, st.SearchStrategy):
@@ -183,7 +193,7 @@ def tool_calls(
         name_st = st.sampled_from(list(names))
     return st.builds(
         ToolCall,
-        id=ids if ids is not None else _text(min_size=1, max_size=8),
+        id=ids_st,
         name=name_st,
         arguments=arguments if arguments is not None else _json_objects(),
     )
@@ -196,17 +206,28 @@ def assistant_replies(
     tool_names: Sequence[str] | None = None,
     unique_ids: bool = True,
     thinking: bool = True,
+    tools: Sequence[Tool] | None = None,
 ) -> st.SearchStrategy[AssistantMessage]:
     """Finished ``AssistantMessage`` values: text, thinking and tool-call blocks.
 
     Args:
         stop_reasons: the stop reasons to pick from.
         max_calls: the most tool calls in one reply.
-        tool_names: names the calls use (default: any text).
+        tool_names: names the calls use (default: any text), with arbitrary JSON
+            arguments.
         unique_ids: False lets one reply declare an id twice (a model bug the loop must
             survive).
         thinking: include thinking blocks.
+        tools: your own :class:`~trio_agent.Tool` objects: the calls name them, with
+            arguments drawn from each tool's JSON Schema, one in ten invalid (see
+            :func:`tool_calls`). Excludes ``tool_names``.
+
+    Raises:
+        ValueError: both ``tool_names`` and ``tools``.
     """
+    if tools is not None and tool_names is not None:
+        raise ValueError("pass tool_names or tools, not both")
+    call_options: dict[str, Any] = {"tools": tools} if tools is not None else {"names": tool_names}
 
     @st.composite
     def build(draw: st.DrawFn) -> AssistantMessage:
@@ -220,7 +241,7 @@ def assistant_replies(
         call_ids = st.text(alphabet="abc0123456789", min_size=1, max_size=4)
         calls = draw(
             st.lists(
-                tool_calls(ids=call_ids, names=tool_names),
+                tool_calls(ids=call_ids, **call_options),
                 max_size=n,
                 min_size=n,
                 unique_by=(lambda c: c.id) if unique_ids else None,
@@ -340,233 +361,5 @@ def transcripts(
                     )
                 )
         return tuple(out)
-
-    return build()
-
-
-# --- scripts ----------------------------------------------------------------------------
-
-
-def scripts(
-    *,
-    max_replies: int = 5,
-    max_calls: int = 4,
-    stop_reasons: Sequence[StopReason] = STOP_REASONS,
-    duplicate_ids: bool = True,
-    unknown_tools: bool = True,
-    invalid_arguments: bool = True,
-    failures: bool = True,
-    timeouts: bool = True,
-    progress: bool = True,
-    stream_faults: bool = True,
-    stream_latency: bool = True,
-    arrivals: bool = True,
-    aborts: bool = True,
-    interrupt: bool = True,
-    deadlines: bool = True,
-    history: bool = True,
-    limits: bool = True,
-    hooks: bool = True,
-    drivers: Sequence[Literal["channel", "callback"]] = ("channel", "callback"),
-) -> st.SearchStrategy[Script]:
-    """Whole scenarios for one run (:class:`~trio_agent.testing.Script`).
-
-    Each option switches one family of events on or off (all on by default):
-
-    Args:
-        max_replies: the most scripted replies (the model errors once they run out).
-        max_calls: the most tool calls in one reply.
-        stop_reasons: the replies' stop reasons (``tool_use`` is the most common).
-        duplicate_ids: a reply may declare one call id twice.
-        unknown_tools: a call may name a tool that does not exist.
-        invalid_arguments: a call's arguments may fail the schema.
-        failures: a tool may raise, ask to terminate, or hang (hangs only with a timeout).
-        timeouts: ``tool_timeout`` may be set.
-        progress: tools may report progress.
-        stream_faults: a stream may end without ``Done``, or the provider may raise.
-        stream_latency: a stream may stay in flight for a while.
-        arrivals: steering and follow-up messages may be queued during the run.
-        aborts: the run may be aborted at an event or a time, with or without grace.
-        interrupt: ``run.interrupt()`` may cut the running batch or reply (the run goes
-            on; what ``steer(..., interrupt=True)`` does).
-        deadlines: an outer cancel scope may have a deadline.
-        history: the run may start from earlier messages (or continue with no prompt).
-        limits: ``max_steps``, ``max_concurrency``, sequential execution and
-            ``continue_after_length`` may be set.
-        hooks: ``before_tool_call``/``after_tool_call`` may block, fail or change a
-            call; ``should_stop_after_turn`` may stop the run; a run-level hook
-            (transform, poll, ``prepare_next_turn``...) may raise.
-        drivers: ``channel`` (``open_agent_loop``) and/or ``callback``
-            (``run_agent_loop`` with ``on_event``, used only with no abort and no deadline).
-    """
-    if not stop_reasons:
-        raise ValueError("stop_reasons must not be empty")
-    unknown = set(stop_reasons) - set(STOP_REASONS)
-    if unknown:
-        raise ValueError(f"unknown stop reasons {sorted(unknown)}")
-    if not drivers:
-        raise ValueError("drivers must not be empty")
-    # Weighted toward tool_use, so runs go several turns deep.
-    reasons = [r for r in ("tool_use", "tool_use", "tool_use", "stop", "stop") if r in stop_reasons]
-    reasons += [r for r in STOP_REASONS if r in stop_reasons and r not in ("tool_use", "stop")]
-    if not reasons:
-        reasons = list(stop_reasons)
-
-    def chance(draw: st.DrawFn, percent: int) -> bool:
-        # Shrinks toward False: the rarer, special case is what shrinking removes.
-        return draw(st.integers(0, 99)) >= 100 - percent
-
-    @st.composite
-    def build(draw: st.DrawFn) -> Script:
-        tool_timeout = _TIMEOUTS[draw(st.integers(0, 3))] if timeouts and chance(draw, 40) else None
-        tools = [WORK_TOOL, WORK_TOOL, WORK_TOOL, SERIAL_TOOL]
-        if unknown_tools:
-            tools.append("missing")
-        behaviours = ["ok", "ok", "ok", "ok"]
-        if failures:
-            behaviours += ["fail", "terminate"] + (["hang"] if tool_timeout is not None else [])
-
-        def call_hook(draw: st.DrawFn) -> CallHook | None:
-            return draw(st.sampled_from(CALL_HOOKS)) if hooks and chance(draw, 8) else None
-
-        def reply(draw: st.DrawFn, step: int, last: bool) -> ReplyScript:
-            # Mostly a healthy conversation — tool_use replies, then a final stop — so
-            # runs go several turns deep; any other reason is the "anomaly" branch.
-            usual: StopReason = "stop" if last else "tool_use"
-            if usual in stop_reasons and not chance(draw, 20):
-                reason = usual
-            else:
-                reason = draw(st.sampled_from(reasons))
-            if max_calls == 0:
-                n_calls = 0
-            elif reason == "tool_use":
-                # A tool_use reply with no call is a model error: rare.
-                n_calls = 0 if chance(draw, 2) else draw(st.integers(1, max_calls))
-            else:
-                # Calls in a stop reply are a model error; in the others, a normal sight.
-                with_calls = chance(draw, 10 if reason == "stop" else 50)
-                n_calls = draw(st.integers(1, max_calls)) if with_calls else 0
-            calls: list[CallScript] = []
-            for k in range(n_calls):
-                if duplicate_ids and k and chance(draw, 3):
-                    cid = calls[draw(st.integers(0, k - 1))].id
-                else:
-                    cid = f"c{step}.{k}"
-                valid = not (invalid_arguments and chance(draw, 10))
-                calls.append(
-                    CallScript(
-                        id=cid,
-                        tool=draw(st.sampled_from(tools)),
-                        valid_arguments=valid,
-                        latency=draw(st.sampled_from(_TIMES)),
-                        progress=draw(st.integers(0, 3)) if progress and chance(draw, 40) else 0,
-                        behaviour=draw(st.sampled_from(behaviours)),
-                        hook=call_hook(draw),
-                    )
-                )
-            fault: StreamFault | None = None
-            if stream_faults and chance(draw, 4):
-                fault = draw(st.sampled_from(["truncated", "raises"]))
-            return ReplyScript(
-                stop_reason=reason,
-                calls=tuple(calls),
-                text=draw(st.sampled_from(["", "Let me see.", "Done!"])),
-                latency=draw(st.sampled_from(_TIMES))
-                if stream_latency and chance(draw, 40)
-                else 0.0,
-                fault=fault,
-            )
-
-        n_replies = 0 if max_replies == 0 or chance(draw, 5) else draw(st.integers(1, max_replies))
-        replies = tuple(reply(draw, step, step == n_replies - 1) for step in range(n_replies))
-
-        prompt: str | None = "go"
-        past: tuple[Message, ...] = ()
-        if history and chance(draw, 40):
-            shape = draw(st.sampled_from(["none", "chat", "tools", "continue", "resume"]))
-            if shape == "chat":
-                past = paired_history(with_tools=False, pending="none")
-            elif shape == "tools":
-                past = paired_history(with_tools=True, pending="none")
-            elif shape == "continue":
-                past = paired_history(with_tools=True, pending="user")
-                prompt = draw(st.sampled_from([None, "go"]))
-            elif shape == "resume":
-                past = paired_history(with_tools=True, pending="results")
-                prompt = draw(st.sampled_from([None, "go"]))
-
-        queued: tuple[Arrival, ...] = ()
-        steering_mode: QueueMode = "one_at_a_time"
-        follow_up_mode: QueueMode = "one_at_a_time"
-        if arrivals and chance(draw, 50):
-            queue_names: list[QueueName] = ["steer", "follow_up"]
-            kinds = draw(st.lists(st.sampled_from(queue_names), min_size=1, max_size=3))
-            queued = tuple(
-                Arrival(
-                    at=draw(st.sampled_from(_TIMES)),
-                    queue=kind,
-                    text=f"{'steer' if kind == 'steer' else 'follow-up'} {i}",
-                )
-                for i, kind in enumerate(kinds)
-            )
-            queue_modes: list[QueueMode] = ["one_at_a_time", "all"]
-            steering_mode = draw(st.sampled_from(queue_modes))
-            follow_up_mode = draw(st.sampled_from(queue_modes))
-
-        abort = None
-        if aborts and chance(draw, 30):
-            grace = draw(st.sampled_from([0.1, 0.5])) if chance(draw, 30) else None
-            if draw(st.booleans()):
-                abort = AbortScript(at_time=draw(st.sampled_from(_TIMES)), grace=grace)
-            else:
-                abort = AbortScript(after_event=draw(st.integers(0, 60)), grace=grace)
-        deadline = draw(st.sampled_from(_DEADLINES)) if deadlines and chance(draw, 25) else None
-        interrupts: list[InterruptScript] = []
-        if interrupt and chance(draw, 15):
-            for _ in range(draw(st.integers(1, 2))):
-                if draw(st.booleans()):
-                    interrupts.append(InterruptScript(at_time=draw(st.sampled_from(_TIMES))))
-                else:
-                    interrupts.append(InterruptScript(after_event=draw(st.integers(0, 40))))
-        stop_after_turn = draw(st.integers(0, 3)) if hooks and chance(draw, 5) else None
-        hook_failure = None
-        if hooks and chance(draw, 5):
-            hook_failure = HookFailure(
-                hook=draw(st.sampled_from(RUN_HOOKS)), at=draw(st.integers(0, 3))
-            )
-
-        limit_kwargs: dict[str, Any] = {}
-        if limits and chance(draw, 50):
-            limit_kwargs = {
-                "max_steps": draw(st.sampled_from([32, 1, 2, 3, 5])),
-                "tool_execution": draw(st.sampled_from(["parallel", "sequential"])),
-                "max_concurrency": draw(st.none() | st.integers(1, 3)),
-                "continue_after_length": draw(st.booleans()),
-                "max_output_tokens": draw(st.none() | st.sampled_from([10, 25])),
-            }
-        controlled = abort is not None or deadline is not None or bool(interrupts)
-        usable = [d for d in drivers if d == "channel" or not controlled]
-        if not usable:
-            # Only the callback driver was asked for: it cannot abort, interrupt or time out.
-            abort = deadline = None
-            interrupts = []
-            usable = list(drivers)
-        return Script(
-            replies=replies,
-            prompt=prompt,
-            history=past,
-            tool_timeout=tool_timeout,
-            arrivals=queued,
-            abort=abort,
-            interrupts=tuple(interrupts),
-            deadline=deadline,
-            stop_after_turn=stop_after_turn,
-            hook_failure=hook_failure,
-            chunk_size=draw(st.sampled_from([None, 4, 1])),
-            driver=draw(st.sampled_from(usable)),
-            steering_mode=steering_mode,
-            follow_up_mode=follow_up_mode,
-            **limit_kwargs,
-        )
 
     return build()
