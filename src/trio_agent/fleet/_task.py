@@ -23,7 +23,6 @@ from typing import Any, Final, TypeAlias
 import attrs
 
 from trio_agent import (
-    AssistantMessage,
     LoopConfig,
     Message,
     Model,
@@ -41,7 +40,6 @@ __all__ = [
     "TaskResult",
     "TaskSetup",
     "load_tasks",
-    "sum_usage",
     "task_from_json",
     "transcript_relpath",
 ]
@@ -167,19 +165,6 @@ class TaskResult:
             transcript=data["transcript"],
             resumed=data.get("resumed", False),
         )
-
-
-def sum_usage(messages: Any) -> Usage:
-    """The token counts of every assistant message in ``messages``, added up."""
-    i = o = cr = cw = 0
-    for m in messages:
-        if type(m) is AssistantMessage:
-            u = m.usage
-            i += u.input_tokens
-            o += u.output_tokens
-            cr += u.cache_read_tokens
-            cw += u.cache_write_tokens
-    return Usage(input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw)
 
 
 def transcript_relpath(task_id: str) -> str:

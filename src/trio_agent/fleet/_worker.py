@@ -49,7 +49,8 @@ from trio_agent import (
     write_transcript,
 )
 
-from ._task import FAILED, Factory, FleetTask, TaskResult, TaskSetup, sum_usage, transcript_relpath
+from .._messages import sum_usage
+from ._task import FAILED, Factory, FleetTask, TaskResult, TaskSetup, transcript_relpath
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
