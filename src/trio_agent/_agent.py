@@ -261,6 +261,7 @@ class Agent:
         self._view.state = None
         if messages:
             self._view.messages_tuple = None
+            self._view.live_run = None
 
     # --- queues -----------------------------------------------------------------------
 
@@ -640,6 +641,9 @@ class Agent:
             self._error_message = str(error)
             self._changed()
         self._active = None
+        # The run's hooks point back at `active`: without this link the finished run
+        # is freed at once, not left for the garbage collector.
+        active.run = None
         active.done.set()
 
     def _start_closing(self) -> _ActiveRun | None:

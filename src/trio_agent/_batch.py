@@ -15,7 +15,7 @@ its result is appended as it settles, its ``MessageStart``/``MessageEnd`` right 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -30,10 +30,11 @@ from ._config import (
 )
 from ._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
 from ._tools import Tool, ToolContext, ToolOutput
-from ._util import make_result, maybe_await, result_content
+from ._util import make_result, maybe_await, result_content, result_message
 
 if TYPE_CHECKING:
     from ._observer import ObservedCall, Probe
+    from ._sink import EventDelivery
 
 __all__ = ["Batch", "CallState"]
 
@@ -42,17 +43,19 @@ class CallState(ToolContext):
     """How far one call of the batch got; also the :class:`ToolContext` its tool gets.
 
     One object per call instead of two (the state, and a context pointing at it): every
-    object alive per sleeping call is more for the garbage collector to walk.
+    object alive per sleeping call is more for the garbage collector to walk. It points
+    at the run's event delivery, not at its batch: no reference cycle, so a finished
+    batch is freed at once instead of waiting for the garbage collector.
     """
 
     __slots__ = (
         "appended",
         "args",
-        "batch",
         "end",
         "obs",
         "outcome",
         "result",
+        "sink",
         "start",
         "start_emitted",
         "terminate",
@@ -60,9 +63,9 @@ class CallState(ToolContext):
         "waited",
     )
 
-    def __init__(self, call: ToolCall, batch: Batch) -> None:
+    def __init__(self, call: ToolCall, sink: EventDelivery) -> None:
         self.call = call
-        self.batch = batch
+        self.sink = sink
         self.tool: Tool | None = None
         self.args: Mapping[str, Any] = call.arguments
         self.start_emitted = False
@@ -87,10 +90,10 @@ class CallState(ToolContext):
 
     async def report_progress(self, partial: Any) -> None:
         """Emit a ``ToolExecutionUpdate`` for this call (see ``ToolContext``)."""
-        if self.result is not None or not self.batch._has_sink:
+        if self.result is not None or not self.sink.listening:
             await trio.lowlevel.checkpoint()
             return
-        await self.batch._emit(
+        await self.sink.emit(
             ev.ToolExecutionUpdate(call_id=self.call.id, tool_name=self.call.name, partial=partial)
         )
 
@@ -100,13 +103,34 @@ class CallState(ToolContext):
         )
 
 
-Emit = Callable[..., Awaitable[None]]
 Append = Callable[[ToolResultMessage], list[ev.AgentEvent]]
 """Appends a result to the transcript at once; returns its MessageStart/MessageEnd."""
 
 
 class Batch:
-    """Runs the calls of one assistant message. Owned by the run that made it."""
+    """Runs the calls of one assistant message. Owned by the run that made it.
+
+    Events go to ``sink`` (the run's delivery), and only while it listens.
+    """
+
+    __slots__ = (
+        "_append",
+        "_ended_at",
+        "_interleave",
+        "_peak",
+        "_running",
+        "_sink",
+        "_started_at",
+        "_tools",
+        "config",
+        "context",
+        "message",
+        "probe",
+        "scope",
+        "states",
+        "stop_outcome",
+        "stop_text",
+    )
 
     def __init__(
         self,
@@ -115,16 +139,14 @@ class Batch:
         calls: tuple[ToolCall, ...],
         context: Context,
         config: LoopConfig,
-        emit: Emit,
-        has_sink: bool,
+        sink: EventDelivery,
         append: Append,
     ) -> None:
         self.message = message
-        self.states = [CallState(c, self) for c in calls]
+        self.states = [CallState(c, sink) for c in calls]
         self.context = context
         self.config = config
-        self._emit = emit
-        self._has_sink = has_sink
+        self._sink = sink
         self._append = append
         self._interleave = False  # sequential: each result appended as its call settles
         self._tools = {t.name: t for t in context.tools}
@@ -159,7 +181,10 @@ class Batch:
                         if await self._prepare(st):
                             await self._execute_now(st)
                 else:
-                    runnable = [st for st in self.states if await self._prepare(st)]
+                    if self._sink.listening or self.config.before_tool_call is not None:
+                        runnable = [st for st in self.states if await self._prepare(st)]
+                    else:
+                        runnable = [st for st in self.states if self._prepare_quietly(st)]
                     if len(runnable) == 1:
                         await self._execute_now(runnable[0])
                     elif runnable:
@@ -237,9 +262,10 @@ class Batch:
 
     # --- one call ----------------------------------------------------------------------
 
-    async def _settle(
+    def _settle_now(
         self, st: CallState, result: ToolResultMessage, outcome: ev.ToolOutcome
-    ) -> None:
+    ) -> list[ev.AgentEvent] | None:
+        """Record the call's result; the events to deliver (None while nothing listens)."""
         st.result = result
         st.outcome = outcome
         if st.obs is not None:
@@ -250,10 +276,18 @@ class Batch:
             # later in the batch loses no finished result.
             st.appended = True
             events = self._append(result)
-            if self._has_sink:
-                await self._emit(st.end_event(), *events)
-        elif self._has_sink:
-            await self._emit(st.end_event())
+            if self._sink.listening:
+                return [st.end_event(), *events]
+        elif self._sink.listening:
+            return [st.end_event()]
+        return None
+
+    async def _settle(
+        self, st: CallState, result: ToolResultMessage, outcome: ev.ToolOutcome
+    ) -> None:
+        events = self._settle_now(st, result, outcome)
+        if events is not None:
+            await self._sink.emit(*events)
 
     async def _fail(
         self,
@@ -266,43 +300,64 @@ class Batch:
         await self._settle(st, make_result(st.call, text, is_error=True), outcome)
         return False
 
-    async def _prepare(self, st: CallState) -> bool:
-        """Lookup, ``prepare_arguments``, validation, ``before_tool_call``.
-
-        Returns whether the call may run; a call stopped here already has its result.
-        """
-        call = st.call
+    def _start(self, st: CallState) -> None:
         st.start_emitted = True
         if self.probe is not None:
-            st.obs = self.probe.tool_call(call)
-        if self._has_sink:
-            await self._emit(st.start_event())
+            st.obs = self.probe.tool_call(st.call)
+
+    def _check(self, st: CallState) -> tuple[str, ev.ToolOutcome] | None:
+        """Look the tool up, run ``prepare_arguments``, validate. Returns why the call
+        cannot run, or None (``st.tool`` and ``st.args`` set)."""
+        call = st.call
         tool = self._tools.get(call.name)
         if tool is None:
             names = ", ".join(sorted(self._tools)) or "(none)"
-            return await self._fail(
-                st, f"Tool {call.name} not found. Available tools: {names}", "not_found"
-            )
+            return f"Tool {call.name} not found. Available tools: {names}", "not_found"
         st.tool = tool
         args: Mapping[str, Any] = call.arguments
         if tool.prepare_arguments is not None:
             try:
                 args = tool.prepare_arguments(args)
             except Exception as exc:
-                return await self._fail(st, f"prepare_arguments failed: {_describe(exc)}", "error")
+                return f"prepare_arguments failed: {_describe(exc)}", "error"
         try:
-            args = check_arguments(tool, args)
+            st.args = check_arguments(tool, args)
         except InvalidArguments as exc:
-            return await self._fail(st, exc.text, "invalid_arguments")
+            return exc.text, "invalid_arguments"
+        return None
+
+    def _prepare_quietly(self, st: CallState) -> bool:
+        """:meth:`_prepare` when nothing listens and no ``before_tool_call`` hook is set:
+        nothing to await, so no coroutine per call."""
+        self._start(st)
+        failure = self._check(st)
+        if failure is None:
+            return True
+        self._settle_now(st, make_result(st.call, failure[0], is_error=True), failure[1])
+        return False
+
+    async def _prepare(self, st: CallState) -> bool:
+        """Start event, lookup, ``prepare_arguments``, validation, ``before_tool_call``.
+
+        Returns whether the call may run; a call stopped here already has its result.
+        """
+        self._start(st)
+        if self._sink.listening:
+            await self._sink.emit(st.start_event())
+        failure = self._check(st)
+        if failure is not None:
+            return await self._fail(st, *failure)
         before = self.config.before_tool_call
         if before is not None:
+            tool = st.tool
+            assert tool is not None
             try:
                 decision = await maybe_await(
                     before(
                         BeforeToolCallContext(
                             assistant_message=self.message,
-                            tool_call=call,
-                            args=args,
+                            tool_call=st.call,
+                            args=st.args,
                             context=self.context,
                         )
                     )
@@ -319,10 +374,9 @@ class Batch:
                     )
                 if decision.args is not None:
                     try:
-                        args = check_arguments(tool, decision.args)
+                        st.args = check_arguments(tool, decision.args)
                     except InvalidArguments as exc:
                         return await self._fail(st, exc.text, "invalid_arguments")
-        st.args = args
         return True
 
     async def _execute(self, st: CallState, limiter: trio.CapacityLimiter) -> None:
@@ -401,11 +455,14 @@ class Batch:
                 if change.terminate is not None:
                     terminate = change.terminate
         st.terminate = terminate
-        await self._settle(
+        # `content` is checked already (by _normalize or result_content above).
+        events = self._settle_now(
             st,
-            make_result(call, content, is_error=is_error, details=details),
+            result_message(call, content, is_error=is_error, details=details),
             "error" if is_error else "ok",
         )
+        if events is not None:
+            await self._sink.emit(*events)
 
 
 def _describe(exc: BaseException) -> str:

@@ -138,7 +138,9 @@ class Runner:
         self.context = context
         self.model = model
         self.options: ModelOptions = config.model_options
-        self.sink = EventDelivery(on_event, send, self._consumer_gone)
+        # Only a channel's consumer can go away; the callback is dropped when the run
+        # ends (see EventDelivery.close), so a run is not a reference cycle.
+        self.sink = EventDelivery(on_event, send, self._consumer_gone if send is not None else None)
         self.scope = trio.CancelScope()
         self.token = trio.lowlevel.current_trio_token()
 
@@ -236,8 +238,6 @@ class Runner:
         """Build and deliver events from now on, or stop (the Agent listens while it has
         subscribers: a run that nobody watches builds no event at all)."""
         self.sink.listen(listening)
-        if self.batch is not None:
-            self.batch._has_sink = self.sink.listening
 
     @property
     def has_sink(self) -> bool:
@@ -709,8 +709,7 @@ class Runner:
             calls=calls,
             context=context,
             config=self.config,
-            emit=self.sink.emit,
-            has_sink=self.has_sink,
+            sink=self.sink,
             append=self._append,
         )
         batch.probe = self.probe

@@ -60,7 +60,7 @@ class EventDelivery:
         self,
         on_event: OnEvent | None,
         send: trio.MemorySendChannel[ev.AgentEvent] | None,
-        consumer_gone: Callable[[], None],
+        consumer_gone: Callable[[], None] | None,
     ) -> None:
         self.on_event = on_event
         self.send = send
@@ -111,10 +111,16 @@ class EventDelivery:
                             raise SinkFailure(exc) from exc
                 if send is not None and not self.send_dead:
                     try:
-                        await send.send(event)
+                        # Taken at once (a consumer already waiting, or room in the
+                        # buffer): no scheduling point per event; otherwise wait.
+                        try:
+                            send.send_nowait(event)
+                        except trio.WouldBlock:
+                            await send.send(event)
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         self.send_dead = True
-                        self.consumer_gone()
+                        if self.consumer_gone is not None:
+                            self.consumer_gone()
             except BaseException:
                 if queue is None:
                     queue = [(e, False) for e in events]
@@ -158,6 +164,17 @@ class EventDelivery:
             AgentRunError: ``on_event`` raised while the run was closing (reported on its
                 own: the run's own failure, if any, is what the caller hears about).
         """
+        try:
+            await self._close(result, bound=bound, cancelled=cancelled, aborted=aborted)
+        finally:
+            # Nothing is sent after this; the callback refers back to the run, and
+            # dropping it lets the run be freed at once rather than by the garbage
+            # collector.
+            self.consumer_gone = None
+
+    async def _close(
+        self, result: AgentRunResult, *, bound: float, cancelled: bool, aborted: bool
+    ) -> None:
         if not self.redo:
             return
         try:

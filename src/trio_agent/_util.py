@@ -17,7 +17,7 @@ from ._messages import Image, Text, ToolCall, ToolResultMessage
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["make_result", "maybe_await", "representative", "result_content"]
+__all__ = ["make_result", "maybe_await", "representative", "result_content", "result_message"]
 
 
 async def maybe_await(value: Any) -> Any:
@@ -75,10 +75,21 @@ def make_result(
     is_error: bool,
     details: Any = None,
 ) -> ToolResultMessage:
+    return result_message(call, result_content(text), is_error=is_error, details=details)
+
+
+def result_message(
+    call: ToolCall,
+    content: tuple[Text | Image, ...],
+    *,
+    is_error: bool,
+    details: Any = None,
+) -> ToolResultMessage:
+    """The result of ``call`` with ``content`` already checked (see :func:`result_content`)."""
     return ToolResultMessage(
         tool_call_id=call.id,
         tool_name=call.name,
-        content=result_content(text),
+        content=content,
         details=details,
         is_error=is_error,
         timestamp=time.time(),

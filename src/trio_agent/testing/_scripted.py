@@ -106,9 +106,10 @@ class ScriptedModel:
     ) -> None:
         self._responses = list(responses)
         self._chunk_size = chunk_size
-        self._cache: dict[int, list[ev.AssistantEvent]] = {}
-        self._pauses: dict[tuple[int, int], PausePoint] = {}
-        self._failures: dict[tuple[int, int], BaseException] = {}
+        # Created on first use: a thousand models at once (one per run) stay small.
+        self._cache: dict[int, Sequence[ev.AssistantEvent]] | None = None
+        self._pauses: dict[tuple[int, int], PausePoint] | None = None
+        self._failures: dict[tuple[int, int], BaseException] | None = None
         self.requests: list[ModelRequest] = []
         self.open_streams = 0
 
@@ -119,11 +120,15 @@ class ScriptedModel:
     def pause_at(self, step: int, index: int) -> PausePoint:
         """Pause request ``step`` (0-based) before it sends event ``index`` (0-based)."""
         point = PausePoint(step=step, index=index)
+        if self._pauses is None:
+            self._pauses = {}
         self._pauses[(step, index)] = point
         return point
 
     def fail_at(self, step: int, index: int, error: BaseException) -> None:
         """Make request ``step`` raise ``error`` instead of sending event ``index``."""
+        if self._failures is None:
+            self._failures = {}
         self._failures[(step, index)] = error
 
     def _events(self, step: int, request: ModelRequest) -> Sequence[ev.AssistantEvent]:
@@ -143,13 +148,18 @@ class ScriptedModel:
         response = self._responses[step]
         if callable(response):
             response = response(request)
-        elif step in self._cache:
+        elif isinstance(response, list | tuple):
+            return response  # an event list, replayed as it is (no copy per model)
+        elif self._cache is not None and step in self._cache:
             return self._cache[step]
+        events: Sequence[ev.AssistantEvent]
         if isinstance(response, AssistantMessage):
             events = events_for(response, chunk_size=self._chunk_size)
         else:
             events = list(response)
         if not callable(self._responses[step]):
+            if self._cache is None:
+                self._cache = {}
             self._cache[step] = events
         return events
 
@@ -188,13 +198,13 @@ class _ScriptStream:
     async def __anext__(self) -> ev.AssistantEvent:
         i = self._i
         model = self._model
-        if model._pauses or model._failures:
+        if model._pauses is not None or model._failures is not None:
             key = (self._step, i)
-            point = model._pauses.get(key)
+            point = None if model._pauses is None else model._pauses.get(key)
             if point is not None:
                 point.reached.set()
                 await point.wait_released()
-            failure = model._failures.get(key)
+            failure = None if model._failures is None else model._failures.get(key)
             if failure is not None:
                 raise failure
         # One scheduling point per stream (like the first network read), then only a
