@@ -146,7 +146,10 @@ class open_agent_loop:
         result = run.result
 
     The event channel holds ``buffer`` events (default 0: a slow consumer slows the run,
-    nothing is dropped). Leaving the block before ``AgentEnd``, or closing
+    nothing is dropped). An event the channel takes at once — the consumer is already
+    waiting for it, or the buffer has room — is handed over without a scheduling point
+    (the run's own checkpoints are enough); otherwise the run waits for the consumer.
+    Leaving the block before ``AgentEnd``, or closing
     ``run.events``, aborts the run (clean-up as for :meth:`AgentRun.abort`). An exception
     raised in the block propagates unchanged. ``prompts`` and the rest mean what they
     mean for :func:`run_agent_loop` (a ``str`` is one user message; reused call ids are
