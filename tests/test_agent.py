@@ -749,3 +749,43 @@ async def test_cancelling_prompt_while_a_subscriber_is_slow_loses_no_event(
     assert tuple(ends) == received[-1].messages  # type: ignore[union-attr]
     assert tuple(ends) == tuple(agent.state.messages)
     check_transcript(agent.state.messages)
+
+
+@pytest.mark.parametrize("buffer", [0, 3])
+@guarded
+async def test_a_subscriber_that_closes_its_channel_is_dropped_and_the_others_get_everything(
+    buffer: int, autojump_clock: Any
+) -> None:
+    """A reader that closes its receiving end mid-run: handing it an event fails (at
+    once when the channel would take it without waiting, or while the run waits), it is
+    unsubscribed, the run goes on, and every other subscriber gets every event."""
+    probe = Probe()
+    model = ScriptedModel([tool_use("a"), tool_use("b"), reply()])
+    kept: list[AgentEvent] = []
+    quitter: list[AgentEvent] = []
+    async with open_agent(model, tools=(probe.tool,)) as agent:
+        async with (
+            agent.subscribe(buffer) as events,
+            agent.subscribe(buffer) as leaving,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(collect, events, kept)
+
+            async def quit_after_three() -> None:
+                async for event in leaving:
+                    quitter.append(event)
+                    if len(quitter) == 3:
+                        await leaving.aclose()
+                        return
+
+            nursery.start_soon(quit_after_three)
+            result = await agent.prompt("go")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+    assert result.reason == "stop"
+    assert len(quitter) == 3
+    assert kept[0].type == "agent_start"
+    assert kept[-1].type == "agent_end"
+    assert [e.message for e in kept if type(e) is MessageEnd] == list(result.messages)
+    assert sum(type(e) is TurnEnd for e in kept) == 3
+    check_transcript(agent.state.messages)  # raises if unpaired
