@@ -7,6 +7,7 @@ transcript round-trips through JSON exactly. Don't subclass these: the unions ar
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias
@@ -160,9 +161,9 @@ class AssistantMessage:
     error_message: str | None = None
     timestamp: float = attrs.field(factory=_now)
 
-    @property
+    @functools.cached_property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        """The tool calls, in declaration order."""
+        """The tool calls, in declaration order (computed once)."""
         return tuple(b for b in self.content if type(b) is ToolCall)
 
     @property
