@@ -46,6 +46,18 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fleet", ("fleet",)),
     # The benchmark workloads `trio-agent bench` runs (scripted with the test kit).
     ("benchmark suite", ("_bench",)),
+    # What the commands are built from: shared helpers, rendering, the demo's script, and
+    # the chat command's options and conversation. None of them imports a command.
+    (
+        "command line parts",
+        (
+            "cli._common",
+            "cli._render",
+            "cli._demo_script",
+            "cli._chat_options",
+            "cli._chat_session",
+        ),
+    ),
     ("command line", ("cli",)),
 )
 

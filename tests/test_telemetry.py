@@ -473,12 +473,12 @@ def test_importing_trio_agent_does_not_import_opentelemetry() -> None:
 
 
 def test_otel_console_without_the_sdk_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from trio_agent.cli.chat import _observer
+    from trio_agent.cli._chat_options import make_observer
 
     monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)
     with pytest.raises(ImportError, match="pip install opentelemetry-sdk"):
-        _observer(True)
+        make_observer(True)
 
 
 def test_command_line_observer_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

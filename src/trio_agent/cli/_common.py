@@ -1,12 +1,23 @@
-"""What the sub-commands share: exit codes and where their files go by default."""
+"""What the sub-commands share: exit codes, where their files go by default, how they
+report a failure in one line, and a stdout that does not crash on an odd character."""
 
 from __future__ import annotations
 
+import io
 import os
 import time
 from pathlib import Path
+from typing import TextIO
 
-__all__ = ["INTERRUPTED", "OK", "PROBLEM", "USAGE", "state_file"]
+__all__ = [
+    "INTERRUPTED",
+    "OK",
+    "PROBLEM",
+    "USAGE",
+    "first_error",
+    "replace_unprintable",
+    "state_file",
+]
 
 OK = 0
 """The command did what was asked."""
@@ -27,3 +38,19 @@ def state_file(command: str) -> Path:
     )
     name = f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
     return Path(base) / "trio-agent" / command / name
+
+
+def first_error(exc: BaseException) -> BaseException:
+    """The exception a one-line report names: ``exc`` itself, or for an exception group
+    (what a nursery raises) its first leaf, however deeply nested."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def replace_unprintable(stream: TextIO) -> None:
+    """Make ``stream`` (``sys.stdout``) write a ``?`` for a character its encoding cannot
+    show, where it would raise :exc:`UnicodeEncodeError`; a stream that is not a
+    :class:`io.TextIOWrapper` (a test's ``StringIO``) is left as it is."""
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="replace")

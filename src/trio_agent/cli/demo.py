@@ -13,7 +13,6 @@ at once. A reader that goes away (``trio-agent demo --json | head``) ends the ru
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import sys
@@ -21,7 +20,7 @@ import tempfile
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import attrs
 import trio
@@ -32,7 +31,7 @@ from .._jsonl import JsonlTranscript
 from .._loop import AgentRun, open_agent_loop
 from .._messages import UserMessage
 from ..tools import workspace
-from ._common import state_file
+from ._common import first_error, replace_unprintable, state_file
 from ._demo_script import SYSTEM_PROMPT, PacedModel, demo_model, prompt_for
 from ._render import JsonView, LiveView, Output, wants_color
 
@@ -204,9 +203,7 @@ def _complain(text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if isinstance(sys.stdout, io.TextIOWrapper):
-        # A terminal that cannot show a character gets a "?", not a crash.
-        sys.stdout.reconfigure(errors="replace")
+    replace_unprintable(sys.stdout)
     try:
         transcript = _prepare_transcript(args.transcript)
     except OSError as exc:
@@ -227,14 +224,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         code = trio.run(demo)
     except* (TranscriptFormatError, AgentUsageError, OSError) as group:
-        _complain(f"cannot write the transcript {transcript}: {_first(group)}")
+        _complain(f"cannot write the transcript {transcript}: {first_error(group)}")
     except* AgentRunError as group:
-        _complain(f"the run failed: {_first(group)}")
+        _complain(f"the run failed: {first_error(group)}")
     return code
-
-
-def _first(group: BaseExceptionGroup[Any]) -> BaseException:
-    leaf: BaseException = group
-    while isinstance(leaf, BaseExceptionGroup):
-        leaf = leaf.exceptions[0]
-    return leaf

@@ -12,7 +12,6 @@ cannot be read; 2 bad usage.
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from functools import partial
@@ -22,6 +21,7 @@ import trio
 
 from ..replay import CassetteFormatError, load_cassette, replay_session
 from ..tools import workspace
+from ._common import replace_unprintable
 from ._render import LiveView, Output, wants_color
 from .check import load_or_complain
 
@@ -70,8 +70,7 @@ async def _replay(cassette: Cassette, folder: str, view: LiveView, timing: str) 
 
 
 def run(args: argparse.Namespace) -> int:
-    if isinstance(sys.stdout, io.TextIOWrapper):
-        sys.stdout.reconfigure(errors="replace")
+    replace_unprintable(sys.stdout)
     file: str = args.file
     if not os.path.isdir(args.folder):
         print(f"trio-agent replay: no such folder: {args.folder}", file=sys.stderr)

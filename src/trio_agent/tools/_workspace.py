@@ -166,7 +166,7 @@ class Workspace:
 
         Each is built with ``@tool`` from the annotated function below: the annotations
         and ``Args:`` sections are the JSON Schema the model sees. Unknown arguments are
-        refused, as for every ``@tool`` tool.
+        refused, as for every ``@tool`` tool (see :func:`workspace`).
         """
         check = trio.from_thread.check_cancelled
 
@@ -344,6 +344,12 @@ def workspace(root: str | os.PathLike[str], *, allow_bash: bool = True) -> tuple
     serialized across every run using these tools; different files are written in
     parallel. bash runs with the user's rights and is not confined to ``root``. A
     tool's failure is an ``Exception`` whose message is the error result.
+
+    An argument a tool does not have (``read(path=..., encoding="utf-8")``) is refused,
+    never dropped: the schemas say ``additionalProperties: false``, so the call does
+    nothing and its error result names the argument (``'encoding' was unexpected``); the
+    model reads it and can call again without it. The transcript stays paired: the
+    refused call has its result like any other.
 
     Raises:
         NotADirectoryError: ``root`` is not an existing folder.

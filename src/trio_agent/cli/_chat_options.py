@@ -1,0 +1,218 @@
+"""The options of ``trio-agent chat`` and what is built from them before the session:
+the model and its API key, the transcript's path, the MCP servers, the span observer.
+
+Nothing here talks to a model or starts a server: each function either returns what
+the options name or raises :exc:`ValueError` (or :exc:`ImportError` for a missing
+extra) with the message the command prints before exiting with code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..providers import Anthropic, OpenAIChat
+from ._common import state_file
+
+if TYPE_CHECKING:
+    import argparse
+
+    from .._observer import Observer
+    from ..mcp import McpServer
+
+__all__ = [
+    "DEFAULT_URLS",
+    "KEY_ENVS",
+    "SYSTEM_PROMPT",
+    "add_arguments",
+    "api_key",
+    "make_model",
+    "make_observer",
+    "mcp_servers",
+    "transcript_path",
+]
+
+SYSTEM_PROMPT = (
+    "You are a coding agent working in the folder {folder}. Use the tools to look at and "
+    "change files there. Be concise."
+)
+DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` the command's description, epilog and options."""
+    parser.description = (
+        "Chat with a real model (an OpenAI-compatible server — OpenAI, vLLM, llama.cpp, "
+        "Ollama — or Anthropic) that can use the workspace tools on a folder. Text typed "
+        "during a run steers it; Ctrl-C aborts the run, a second Ctrl-C exits; Ctrl-D or "
+        "/exit leaves after the current run."
+    )
+    parser.epilog = (
+        "The API key comes from --api-key-file, else OPENAI_API_KEY or ANTHROPIC_API_KEY; "
+        "it is checked before the first prompt when --base-url is the provider's own API "
+        "(a local server may need none). Calls of write, edit and bash are shown and wait "
+        "for 'y' unless --yes; when stdin is not a terminal they are refused without --yes. "
+        "The transcript (one JSON line per message) goes to $XDG_STATE_HOME/"
+        "trio-agent/chat/ (default ~/.local/state/...) unless --transcript is given; the "
+        "last line of output is 'transcript: PATH'. Errors go to stderr. Defaults: "
+        "--provider openai, --folder ., all workspace tools, the provider's own API. "
+        "Exit codes: 0 normal end, 1 a run ended with a model or transport error (or the "
+        "transcript could not be written), 2 bad usage or a missing API key, 130 left "
+        "with Ctrl-C."
+    )
+    parser.add_argument(
+        "--provider",
+        choices=("openai", "anthropic"),
+        default="openai",
+        help="the API's dialect (default: openai)",
+    )
+    parser.add_argument("--model", required=True, metavar="NAME", help="the model name")
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the API root (default: the provider's; e.g. http://localhost:8000/v1 for vLLM)",
+    )
+    parser.add_argument(
+        "--folder", default=".", metavar="DIR", help="the tools' workspace (default: .)"
+    )
+    parser.add_argument("--no-tools", action="store_true", help="give the model no workspace tools")
+    parser.add_argument("--no-bash", action="store_true", help="leave out the bash tool")
+    parser.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        type=Path,
+        help="read the API key from FILE (its first line) instead of the environment",
+    )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="run write, edit and bash calls without asking first",
+    )
+    parser.add_argument("--system", metavar="TEXT", help="the system prompt")
+    parser.add_argument("--reasoning", metavar="LEVEL", help="minimal, low, medium or high")
+    parser.add_argument("--max-tokens", metavar="N", type=int, help="longest reply, in tokens")
+    parser.add_argument(
+        "--transcript", metavar="PATH", type=Path, help="write the JSONL transcript here"
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        type=Path,
+        help="record every request and streamed reply to the cassette FILE (replaced), "
+        "for 'trio-agent replay FILE'; no API key is written",
+    )
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="'CMD ARGS'",
+        help=(
+            "also give the model the tools of this MCP server, run as a subprocess over "
+            "stdio (repeatable; needs 'trio-agent[mcp]'). 'NAME=CMD ARGS' prefixes its tool "
+            "names with NAME__. Its stderr goes to the transcript's path + .mcp.log"
+        ),
+    )
+    parser.add_argument(
+        "--mcp-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also give the model the tools of the MCP server at this streamable-HTTP URL "
+        "(repeatable; 'NAME=URL' prefixes its tool names)",
+    )
+    parser.add_argument(
+        "--otel-console",
+        action="store_true",
+        help="print an OpenTelemetry span per run, model request and tool call on stderr "
+        "(needs 'trio-agent[otel]' and opentelemetry-sdk). Without it, spans go where "
+        "'opentelemetry-instrument' set up from the OTEL_* variables, if it did",
+    )
+
+
+def transcript_path(chosen: Path | None) -> Path:
+    """``chosen`` (``--transcript``), else a new file in the state folder; its folder is
+    created. Raises OSError when that folder cannot be made."""
+    if chosen is not None:
+        chosen.parent.mkdir(parents=True, exist_ok=True)
+        return chosen
+    path = state_file("chat")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    """The key from ``--api-key-file`` (its first line), else from the provider's
+    environment variable; None when neither gives one.
+
+    Raises:
+        ValueError: the provider's own API needs a key and none is set, or the key
+            file cannot be read; the message names the variable and the flag.
+    """
+    env = KEY_ENVS[args.provider]
+    if args.api_key_file is not None:
+        try:
+            text = args.api_key_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read the API key file: {exc}") from None
+        key: str | None = (text.splitlines() or [""])[0].strip()
+    else:
+        key = (os.environ.get(env) or "").strip()
+    if not key:
+        key = None
+    if key is None and args.base_url is None:
+        raise ValueError(
+            f"no API key for {DEFAULT_URLS[args.provider]}: set {env} or pass "
+            "--api-key-file FILE (a local server: --base-url URL)"
+        )
+    return key
+
+
+def make_model(args: argparse.Namespace) -> OpenAIChat | Anthropic:
+    """The model the arguments name. Raises ValueError for a bad ``--base-url`` or a
+    missing key (see :func:`api_key`)."""
+    base_url = args.base_url or DEFAULT_URLS[args.provider]
+    key = api_key(args)
+    if args.provider == "openai":
+        return OpenAIChat(args.model, base_url=base_url, api_key=key)
+    return Anthropic(args.model, base_url=base_url, api_key=key)
+
+
+_PREFIXED = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)=(.*)", re.S)
+
+
+def mcp_servers(args: argparse.Namespace, transcript: Path) -> list[McpServer]:
+    """The ``--mcp`` and ``--mcp-url`` servers. Raises ValueError for a bad one, and
+    ImportError when the MCP extra is not installed (only when one is asked for)."""
+    if not args.mcp and not args.mcp_url:
+        return []
+    from ..mcp import StdioServer, StreamableHttpServer
+
+    servers: list[McpServer] = []
+    stderr = f"{transcript}.mcp.log"
+    for line in args.mcp:
+        prefixed = _PREFIXED.fullmatch(line.strip())
+        prefix, command = prefixed.groups() if prefixed else (None, line)
+        servers.append(StdioServer.from_command_line(command, prefix=prefix, stderr=stderr))
+    for url in args.mcp_url:
+        prefixed = _PREFIXED.fullmatch(url.strip())
+        prefix, url = prefixed.groups() if prefixed else (None, url)
+        servers.append(StreamableHttpServer(url.strip(), prefix=prefix))
+    return servers
+
+
+def make_observer(console: bool) -> Observer | None:
+    """Spans for the session: on the console, or where ``OTEL_*`` set up (see
+    ``trio_agent.telemetry._setup``); None without OpenTelemetry installed."""
+    try:
+        from ..telemetry._setup import command_line_observer
+    except ImportError:
+        if console:
+            raise ImportError(
+                "--otel-console needs OpenTelemetry: pip install 'trio-agent[otel]' "
+                "opentelemetry-sdk"
+            ) from None
+        return None
+    return command_line_observer(console, agent_name="trio-agent chat")
