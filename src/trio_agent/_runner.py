@@ -7,9 +7,10 @@ A run is one :class:`Runner`. Its state is plain data, kept by its base class
 polled but not yet appended (``pending``), the turn in progress
 (``turn_open``/``turn_message``/``turn_results``), the reply being streamed (``acc``),
 the tool batch being run (``batch``) and where the run is in its lifecycle
-(``lifecycle``: running, aborting, ended) — and updated *synchronously*, before any event
-about it is emitted (so code that reads the state — the Agent's ``state`` — never lags
-the events). This module is the loop that drives it: every ``await`` of a run is here.
+(``lifecycle``: running, aborting, ended, aborted — see ``_run_state.Lifecycle``) — and
+updated *synchronously*, before any event about it is emitted (so code that reads the
+state — the Agent's ``state`` — never lags the events). This module is the loop that
+drives it: every ``await`` of a run is here.
 Events are delivered afterwards by ``_sink.EventDelivery`` (to the ``on_event`` sink,
 then the channel; each exactly once, in order, whatever cancels a delivery — see there).
 Whatever ends the run, at whatever checkpoint — the run's own cancel scope (``abort``),
