@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loopkit import (
     Recorder,
@@ -43,6 +45,7 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
+from trio_agent._call_ids import CallIds
 from trio_agent._pairing import transcript_violations
 from trio_agent._policy import decide
 from trio_agent.testing import ScriptedModel
@@ -230,3 +233,78 @@ def test_check_transcript_of_a_huge_batch() -> None:
     assert len(problems) == 2
     assert problems[0].startswith(f"messages[2..{n}]: results out of declaration order")
     assert problems[1] == f"messages[1]: call 'c{n - 1}' has no result after it"
+
+
+# --- the rule itself (CallIds, no loop) ------------------------------------------------------
+
+
+def test_call_ids_takes_every_call_id_of_the_transcript() -> None:
+    ids = CallIds(
+        [
+            UserMessage.text("go"),
+            tool_use(call("a"), call("b")),
+            ToolResultMessage(tool_call_id="a", tool_name="probe", content=()),
+            tool_use(call("c")),
+        ]
+    )
+    assert ids.taken == {"a", "b", "c"}
+    assert ids.next_suffix == {}
+
+
+def test_fresh_renames_a_taken_id_and_takes_the_new_ones() -> None:
+    ids = CallIds([tool_use(call("call_0"))])
+    reply_ = tool_use(call("call_0", n=1), call("call_1", n=2), text="hi")
+    out = ids.fresh(reply_)
+    assert [c.id for c in out.tool_calls] == ["call_0~2", "call_1"]
+    # Only the id changes: the arguments, the other blocks and the message stay.
+    assert [c.arguments for c in out.tool_calls] == [{"n": 1}, {"n": 2}]
+    assert out.content[0] == Text(text="hi")
+    assert out.stop_reason == reply_.stop_reason
+    assert ids.taken == {"call_0", "call_0~2", "call_1"}
+    # The next reuse continues from the next suffix.
+    assert [c.id for c in ids.fresh(tool_use(call("call_0"))).tool_calls] == ["call_0~3"]
+    assert [c.id for c in ids.fresh(tool_use(call("call_1"))).tool_calls] == ["call_1~2"]
+
+
+def test_fresh_skips_suffixes_taken_in_the_transcript_or_the_reply() -> None:
+    ids = CallIds([tool_use(call("x"), call("x~2"))])
+    out = ids.fresh(tool_use(call("x"), call("x~3")))
+    assert [c.id for c in out.tool_calls] == ["x~4", "x~3"]
+
+
+def test_fresh_gives_every_use_of_a_taken_id_the_same_new_id() -> None:
+    # A reply repeating a taken id: both uses get one new id (decide refuses the reply).
+    ids = CallIds([tool_use(call("a"))])
+    out = ids.fresh(tool_use(call("a", n=1), call("a", n=2)))
+    assert [c.id for c in out.tool_calls] == ["a~2", "a~2"]
+    # An id repeated within the reply but not taken is left alone.
+    assert [c.id for c in ids.fresh(tool_use(call("b"), call("b"))).tool_calls] == ["b", "b"]
+
+
+def test_fresh_returns_a_reply_without_taken_ids_or_calls_as_it_is() -> None:
+    ids = CallIds([tool_use(call("a"))])
+    plain = reply("no calls")
+    assert ids.fresh(plain) is plain
+    new = tool_use(call("b"))
+    assert ids.fresh(new) is new
+    assert ids.taken == {"a", "b"}
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(["c0", "c1", "c0~2", "c1~3"]), max_size=4), max_size=6)
+)
+def test_fresh_ids_never_collide_with_earlier_ones(replies: list[list[str]]) -> None:
+    # Replies of distinct ids, each renamed in turn: no id is ever given twice.
+    ids = CallIds([])
+    seen: set[str] = set()
+    for names in replies:
+        distinct = list(dict.fromkeys(names))
+        out = ids.fresh(tool_use(*(call(n) for n in distinct)))
+        new = [c.id for c in out.tool_calls]
+        assert len(set(new)) == len(distinct)
+        assert not seen & set(new)
+        # An id is kept when it was free, else it becomes <id>~<n>.
+        for old, fresh in zip(distinct, new, strict=True):
+            assert fresh == old if old not in seen else fresh.startswith(f"{old}~")
+        seen.update(new)
+        assert ids.taken == seen

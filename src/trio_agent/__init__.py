@@ -8,9 +8,12 @@ imports only from its own layer or the ones before it; ``tests/test_layering.py`
   ``_observer`` (the observer protocol, log lines), ``_tools``, ``_config`` (Context,
   LoopConfig, hook contexts, AgentRunResult);
 - rules: ``_arguments``, ``_conversion``, ``_tool_decorator`` (``@tool``), ``_policy``
-  (the stop-reason table), ``_blocks`` (what a reply that ends early keeps);
+  (the stop-reason table), ``_blocks`` (what a reply that ends early keeps),
+  ``_call_ids`` (a fresh id for a reused call id);
 - loop: ``_stream`` (one reply), ``_batch`` (one batch of calls: the batch nursery),
-  ``_runner`` (one run's state machine), ``_loop`` (run_agent_loop, open_agent_loop);
+  ``_sink`` (event delivery), ``_run_state`` (one run's state and its synchronous
+  changes), ``_runner`` (the loop that drives it), ``_loop`` (run_agent_loop,
+  open_agent_loop);
 - agent: ``_queues`` (take and put back queued messages), ``_fanout`` (events to the
   subscribers), ``_agent`` (Agent, open_agent: the state and the runs);
 - disk: ``_pairing`` (check_transcript, repair), ``_locked_file`` (flock, durable

@@ -431,9 +431,10 @@ class Agent:
         0). Every event of every run goes to every subscriber, in order, and the run
         waits for each one to take it: a slow subscriber slows the run, nothing is
         dropped. An event a subscriber can take at once (it is already waiting, or its
-        buffer has room) is handed over without a scheduling point. With ``drop_updates=True``, ``MessageUpdate`` and
-        ``ToolExecutionUpdate`` events that do not fit the buffer are dropped instead
-        (every other event is still waited for).
+        buffer has room) is handed over without a scheduling point. With
+        ``drop_updates=True``, ``MessageUpdate`` and ``ToolExecutionUpdate`` events that
+        do not fit the buffer are dropped instead (every other event is still waited
+        for).
 
         Leaving the block unsubscribes (a run waiting for this subscriber goes on) and
         ends the channel: a reader's ``async for`` finishes after the events already

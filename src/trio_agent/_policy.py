@@ -49,7 +49,7 @@ import attrs
 from ._events import EndReason
 from ._messages import AssistantMessage, ToolCall, Usage
 
-__all__ = ["Decision", "decide", "interrupted", "natural_end", "over_budget"]
+__all__ = ["TERMINATED", "Decision", "decide", "interrupted", "natural_end", "over_budget"]
 
 
 @attrs.frozen(kw_only=True)
@@ -63,6 +63,13 @@ class Decision:
     end: EndReason | None = None
     continues: bool = False
     """Whether the model has results to answer (another request follows)."""
+
+
+TERMINATED = Decision(action="execute")
+"""What a turn comes to when its calls ran and every result set ``terminate``: no further
+request (``continues`` is false), and if no steering or follow-up message comes, the run
+ends ``terminated`` (see :func:`natural_end`). The runner puts it in place of the turn's
+decision, and recognises it by identity (``decide`` never returns it)."""
 
 
 def _distinct(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:

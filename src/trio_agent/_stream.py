@@ -90,13 +90,22 @@ class _Snapshot:
 
 
 class StreamAccumulator:
-    """Accumulates one model reply. Not thread-safe; one per request."""
+    """Accumulates one model reply. Not thread-safe; one per request.
+
+    Attributes:
+        started: the stream has begun (any event was fed).
+        start_emitted: the reply's ``MessageStart`` event went out. Set by whoever
+            delivers the events (the accumulator builds none), so that the reply is
+            announced exactly once, however its stream ends.
+        final: the finished message, once a terminal event or :meth:`fail` set it.
+    """
 
     def __init__(self, *, model: str = "", provider: str = "") -> None:
         self.blocks: list[_Block] = []
         self.open_blocks: list[_Block] = []
         self._by_index: dict[int, _Block] = {}
         self.started = False
+        self.start_emitted = False
         self.final: AssistantMessage | None = None
         self._model = model
         self._provider = provider
