@@ -248,7 +248,7 @@ def test_call_ids_takes_every_call_id_of_the_transcript() -> None:
         ]
     )
     assert ids.taken == {"a", "b", "c"}
-    assert ids.next_suffix == {}
+    assert ids.next_suffix is None  # nothing renamed yet
 
 
 def test_fresh_renames_a_taken_id_and_takes_the_new_ones() -> None:

@@ -30,7 +30,7 @@ from ._config import (
 )
 from ._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
 from ._tools import Tool, ToolContext, ToolOutput
-from ._util import make_result, maybe_await, result_content, result_message
+from ._util import NO_SCOPE, make_result, maybe_await, result_content, result_message
 
 if TYPE_CHECKING:
     from ._observer import ObservedCall, Probe
@@ -141,6 +141,7 @@ class Batch:
         config: LoopConfig,
         sink: EventDelivery,
         append: Append,
+        scoped: bool = True,
     ) -> None:
         self.message = message
         self.states = [CallState(c, sink) for c in calls]
@@ -150,7 +151,9 @@ class Batch:
         self._append = append
         self._interleave = False  # sequential: each result appended as its call settles
         self._tools = {t.name: t for t in context.tools}
-        self.scope = trio.CancelScope()
+        # Only a batch that another task may stop (abort with grace, interrupt) needs a
+        # cancel scope of its own.
+        self.scope = trio.CancelScope() if scoped else None
         self.stop_outcome: ev.ToolOutcome = "aborted"
         self.stop_text = "Tool call aborted: the run was aborted."
         self._running = 0
@@ -174,7 +177,7 @@ class Batch:
         """Run the batch; returns early (calls unfinished) if ``scope`` is cancelled."""
         self._started_at = trio.current_time()
         try:
-            with self.scope:
+            with self.scope if self.scope is not None else NO_SCOPE:
                 if self.sequential():
                     self._interleave = True
                     for st in self.states:

@@ -26,7 +26,8 @@ class CallIds:
     Attributes:
         taken: the ids of every call in the transcript (and of every reply passed
             through :meth:`fresh` since).
-        next_suffix: for a renamed id, the suffix to try first next time it is reused.
+        next_suffix: for a renamed id, the suffix to try first next time it is reused
+            (None until the first rename: most runs never need it).
     """
 
     __slots__ = ("next_suffix", "taken")
@@ -39,7 +40,7 @@ class CallIds:
             for b in m.content
             if type(b) is ToolCall
         }
-        self.next_suffix: dict[str, int] = {}
+        self.next_suffix: dict[str, int] | None = None
 
     def fresh(self, message: AssistantMessage) -> AssistantMessage:
         """``message`` with every call id already taken renamed; its ids are then taken.
@@ -57,6 +58,8 @@ class CallIds:
         renames = {c.id: c.id for c in calls if c.id in taken}
         if renames:
             in_reply = {c.id for c in calls}
+            if self.next_suffix is None:
+                self.next_suffix = {}
             for old in renames:
                 n = self.next_suffix.get(old, 2)
                 while (new := f"{old}~{n}") in taken or new in in_reply:

@@ -288,6 +288,10 @@ class TurnStats:
     calls: tuple[CallTiming, ...] = ()
 
 
+NO_STATS = TurnStats()
+"""The statistics of a turn that ran no batch (one shared, immutable instance)."""
+
+
 @attrs.frozen(kw_only=True)
 class TurnEnd:
     """A turn ended. ``message`` is None only if the turn was aborted before its request."""

@@ -77,7 +77,11 @@ async def run_agent_loop(
         AgentRunError: a hook or ``on_event`` raised, or a bug; ``.result`` holds the
             paired transcript, ``__cause__`` the original error.
     """
-    runner = Runner(prompts, context, model, config or LoopConfig(), on_event=on_event)
+    # Nothing outside can abort or interrupt this run: it needs no cancel scopes of its
+    # own (the caller's still stop it).
+    runner = Runner(
+        prompts, context, model, config or LoopConfig(), on_event=on_event, controlled=False
+    )
     return await runner.run()
 
 

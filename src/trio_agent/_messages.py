@@ -132,6 +132,10 @@ def sum_usage(messages: Iterable[Message]) -> Usage:
     return Usage(input_tokens=i, output_tokens=o, cache_read_tokens=r, cache_write_tokens=w)
 
 
+NO_USAGE = Usage()
+"""No tokens counted (one shared, immutable instance)."""
+
+
 @attrs.frozen(kw_only=True)
 class UserMessage:
     """What the user (or the application on their behalf) said."""

@@ -22,6 +22,7 @@ from ._call_ids import CallIds
 from ._config import AgentRunResult, Context, NextTurn, TurnContext
 from ._errors import AgentUsageError
 from ._messages import (
+    NO_USAGE,
     AssistantMessage,
     CustomMessage,
     Message,
@@ -102,6 +103,7 @@ class RunState:
         "call_ids",
         "config",
         "context",
+        "controlled",
         "interrupting",
         "lifecycle",
         "llm_view",
@@ -136,6 +138,7 @@ class RunState:
         *,
         on_event: OnEvent | None = None,
         send: trio.MemorySendChannel[ev.AgentEvent] | None = None,
+        controlled: bool = True,
     ) -> None:
         prompts = as_prompts(prompts)
         if not isinstance(context, Context):
@@ -154,7 +157,12 @@ class RunState:
         # Only a channel's consumer can go away; the callback is dropped when the run
         # ends (see EventDelivery.close), so a run is not a reference cycle.
         self.sink = EventDelivery(on_event, send, self._consumer_gone if send is not None else None)
-        self.scope = trio.CancelScope()
+        # A run that another task may abort or interrupt (through open_agent_loop's
+        # handle, or the Agent) has cancel scopes of its own: the run's, the stream's,
+        # the batch's. A run nobody can reach (run_agent_loop) needs none — the
+        # caller's own cancel scopes still stop it — and saves their cost per turn.
+        self.controlled = controlled
+        self.scope = trio.CancelScope() if controlled else None
         self.token = trio.lowlevel.current_trio_token()
 
         self.transcript: list[Message] = list(context.messages)
@@ -174,7 +182,7 @@ class RunState:
         self.turn_open = False
         self.turn_message: AssistantMessage | None = None
         self.turn_results: list[ToolResultMessage] = []
-        self.turn_stats = ev.TurnStats()
+        self.turn_stats = ev.NO_STATS
         self.turns: list[ev.TurnStats] = []
         self.acc: StreamAccumulator | None = None
         self.stream_scope: trio.CancelScope | None = None
@@ -186,7 +194,7 @@ class RunState:
         self._tool_specs: tuple[ToolSpec, ...] | None = None
         # The usage of new_messages[:usage_counted], summed only when a token budget is
         # checked or the usage is read (nothing per reply on the hot path).
-        self.usage_so_far = Usage()
+        self.usage_so_far = NO_USAGE
         self.usage_counted = 0
         self.probe = Probe.make(config.observer)  # None: nothing observes the run
 
@@ -204,7 +212,7 @@ class RunState:
                     closing.deadline, trio.current_time() + self.config.cleanup_timeout
                 )
             else:
-                self.scope.cancel()
+                self._cancel()
             return
         if state == "running":
             self.abort_reason = reason
@@ -212,9 +220,14 @@ class RunState:
         if batch is not None:
             batch.stop_outcome = "aborted"
             batch.stop_text = _abort_text(self.abort_reason)
-            if grace is not None and grace > 0:
+            if grace is not None and grace > 0 and batch.scope is not None:
                 batch.scope.deadline = min(batch.scope.deadline, trio.current_time() + grace)
                 return
+        self._cancel()
+
+    def _cancel(self) -> None:
+        """Cancel the run's own scope (only a controlled run is aborted: it has one)."""
+        assert self.scope is not None, "only a controlled run can be aborted"
         self.scope.cancel()
 
     def interrupt(self) -> bool:
@@ -437,6 +450,7 @@ def interrupt_batch(batch: Batch) -> None:
     """Cancel ``batch``: its unfinished calls get ``skipped: interrupted by user``."""
     batch.stop_outcome = "skipped"
     batch.stop_text = "Tool call skipped: interrupted by user."
+    assert batch.scope is not None, "only a controlled run is interrupted"
     batch.scope.cancel()
 
 

@@ -46,10 +46,10 @@ from ._policy import TERMINATED, Decision, decide, interrupted, natural_end
 from ._run_state import Interrupt, RunState, default_convert, interrupt_batch
 from ._sink import OnEvent, SinkFailure
 from ._stream import StreamAccumulator
-from ._util import maybe_await, representative
+from ._util import NO_SCOPE, maybe_await, representative
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Coroutine, Sequence
 
     from ._config import AgentRunResult
     from ._messages import AssistantMessage, Message, Usage
@@ -69,12 +69,14 @@ class Runner(RunState):
 
     # --- the run ------------------------------------------------------------------------
 
-    async def run(self) -> AgentRunResult:
+    def run(self) -> Coroutine[Any, Any, AgentRunResult]:
+        """The run, to await (a plain method returning the coroutine: one frame less
+        kept alive for as long as the run lasts)."""
         if self.probe is not None:
-            return await self.probe.run(
+            return self.probe.run(
                 self._run, model=self.model, prompts=tuple(self.pending), ended=self._ended
             )
-        return await self._run()
+        return self._run()
 
     def _ended(self) -> tuple[ev.EndReason | None, int, Usage]:
         result = self.result
@@ -83,7 +85,7 @@ class Runner(RunState):
     async def _run(self) -> AgentRunResult:
         failure: BaseException | None = None
         try:
-            with self.scope:
+            with self.scope if self.scope is not None else NO_SCOPE:
                 await self._main()
         # Everything is re-raised below, once the transcript is paired.
         except BaseException as exc:  # noqa: ASYNC103, ASYNC104
@@ -123,7 +125,7 @@ class Runner(RunState):
 
     async def _checkpoint_abort(self) -> None:
         if self.lifecycle == "aborting":
-            self.scope.cancel()
+            self._cancel()
         await trio.lowlevel.checkpoint_if_cancelled()
 
     async def _poll_steering(self) -> None:
@@ -200,7 +202,7 @@ class Runner(RunState):
         self.turn_open = True
         self.turn_message = None
         self.turn_results = []
-        self.turn_stats = ev.TurnStats()
+        self.turn_stats = ev.NO_STATS
         index = self.turn_index
         self.turn_index += 1
         events: list[ev.AgentEvent] = [ev.TurnStart(index=index)] if self.has_sink else []
@@ -228,7 +230,11 @@ class Runner(RunState):
         else:
             decision = decide(message, continue_after_length=config.continue_after_length)
         if decision.action == "execute":
-            if await self._run_batch(message, decision.calls):
+            # Run from here, not from a helper coroutine: one frame less kept alive
+            # while the tools run.
+            batch = self._start_batch(message, decision.calls)
+            await batch.run()
+            if await self._finish_batch(batch):
                 decision = TERMINATED  # every result set terminate: no further request
         elif decision.action == "skip":
             await self._skip(decision)
@@ -250,36 +256,42 @@ class Runner(RunState):
         if self.interrupting == "requested":
             self.interrupting = "none"
         idle = self.config.stream_idle_timeout
-        with trio.CancelScope() as scope:
+        # A scope of its own only if something may cut the stream short: the idle
+        # timeout, or an interrupt from another task (a controlled run).
+        scope = trio.CancelScope() if idle is not None or self.controlled else None
+        timer = scope if idle is not None else None
+        span = math.inf if idle is None else idle
+        sink = self.sink
+        with scope if scope is not None else NO_SCOPE:
             self.stream_scope = scope
-            if idle is not None:
-                scope.deadline = trio.current_time() + idle
+            if timer is not None:
+                timer.deadline = trio.current_time() + span
             stream = self.model.stream(request)
             if self.probe is not None:
                 stream = self.probe.request(stream, self.model, request, self.steps)
             try:
                 async with stream as events:
                     async for event in events:
-                        if idle is not None:
-                            scope.deadline = math.inf
+                        if timer is not None:
+                            timer.deadline = math.inf
                         show = acc.feed(event)
-                        if self.has_sink:
+                        if sink.listening:
                             if not acc.start_emitted and acc.started:
                                 acc.start_emitted = True
-                                await self.sink.emit(ev.MessageStart(message=acc.empty()))
+                                await sink.emit(ev.MessageStart(message=acc.empty()))
                             if show:
-                                await self.sink.emit(
+                                await sink.emit(
                                     ev.MessageUpdate(message=acc.snapshot(), event=event)
                                 )
                         if acc.final is not None:
                             break
-                        if idle is not None:
-                            scope.deadline = trio.current_time() + idle
+                        if timer is not None:
+                            timer.deadline = trio.current_time() + span
             except Exception as exc:
                 if acc.final is None:
                     acc.fail(f"the model stream failed: {type(exc).__name__}: {exc}")
         self.stream_scope = None
-        if scope.cancelled_caught and acc.final is None:
+        if scope is not None and scope.cancelled_caught and acc.final is None:
             if self._interrupt_is("requested"):  # set by interrupt() meanwhile
                 acc.fail("interrupted by user", "aborted")
             else:
@@ -307,8 +319,8 @@ class Runner(RunState):
         self.turn_results.extend(results)
         await self.sink.emit(*events)
 
-    async def _run_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> bool:
-        """Run ``calls`` in one batch; True when every result set ``terminate``."""
+    def _start_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> Batch:
+        """The batch of ``calls``, made the run's current one (to run next)."""
         context = self.context
         if self.config.before_tool_call is not None or self.config.after_tool_call is not None:
             # The hooks see the conversation as it stands, this reply included.
@@ -320,13 +332,17 @@ class Runner(RunState):
             config=self.config,
             sink=self.sink,
             append=self._append,
+            scoped=self.controlled,
         )
         batch.probe = self.probe
         self.batch = batch
         if self.interrupting == "pending":
             self.interrupting = "none"
             interrupt_batch(batch)
-        await batch.run()
+        return batch
+
+    async def _finish_batch(self, batch: Batch) -> bool:
+        """Take the ran batch's results; True when every result set ``terminate``."""
         events = batch.finish_unfinished()
         results = batch.results()
         self.turn_stats = batch.stats()

@@ -6,6 +6,7 @@ checks its content; ``representative`` picks the one exception to raise for a gr
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import abc
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,13 @@ from ._messages import Image, Text, ToolCall, ToolResultMessage
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["make_result", "maybe_await", "representative", "result_content", "result_message"]
+__all__ = [
+    "NO_SCOPE",
+    "make_result", "maybe_await", "representative", "result_content", "result_message"]
+
+
+NO_SCOPE = contextlib.nullcontext()
+"""Stands in for a cancel scope a run does not need (``with scope or NO_SCOPE:``)."""
 
 
 async def maybe_await(value: Any) -> Any:
