@@ -361,7 +361,7 @@ class Agent:
                 ),
             )
             runner.listen(bool(self._fanout.subscribers))
-            active.run = runner
+            self._slot.attach(active, runner)
             if active.abort_requested:
                 runner.abort(active.abort_reason)
             try:

@@ -124,28 +124,23 @@ class RunSlot:
 
     Attributes:
         active: the run holding the slot, or None.
+        live_run: the active run's ``Runner`` from :meth:`attach` until the run's state
+            is final, else None (the agent's state is read from it).
         closed: the agent refuses new work.
     """
 
-    __slots__ = ("_fanout", "_modes", "_queues", "_view", "active", "closed")
+    __slots__ = ("_fanout", "_modes", "_queues", "_view", "active", "closed", "live_run")
 
     def __init__(
         self, queues: MessageQueues, modes: QueueModes, view: StateView, fanout: Fanout
     ) -> None:
         self.active: ActiveRun | None = None
+        self.live_run: Runner | None = None
         self.closed = False
         self._queues = queues
         self._modes = modes
         self._view = view
         self._fanout = fanout
-
-    @property
-    def live_run(self) -> Runner | None:
-        """The active run's ``Runner`` until the run's state is final, else None."""
-        active = self.active
-        if active is None or active.finalized:
-            return None
-        return active.run
 
     def check_open(self) -> None:
         """Raises :class:`AgentUsageError` once the agent is closed."""
@@ -186,6 +181,11 @@ class RunSlot:
         self._view.begin()
         self._queues.interrupting = None
         return active
+
+    def attach(self, active: ActiveRun, runner: Runner) -> None:
+        """``runner`` runs ``active``: from now on the state is read from it."""
+        active.run = runner
+        self.live_run = runner
 
     def take(self, active: ActiveRun, kind: Kind) -> list[Message]:
         """The run's poll of the ``kind`` queue (by its mode); nothing once the run's
@@ -270,6 +270,7 @@ class RunSlot:
         if active.finalized:
             return
         active.finalized = True
+        self.live_run = None
         self._queues.put_back(active.taken, result.messages if result is not None else ())
         self._view.end(result)
         self._queues.interrupting = None

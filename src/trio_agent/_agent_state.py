@@ -98,15 +98,10 @@ class StateView:
         self._live_count = 0
 
     def state(self, run: Runner | None) -> AgentState:
-        """The state: read from ``run``, the agent's live run, if any."""
-        return self._kept() if run is None else self._live(run)
-
-    def total_usage(self, run: Runner | None) -> Usage:
-        """The token counts of every finished run, and of ``run`` (live) so far."""
-        return self.usage if run is None else self.usage + run.usage
-
-    def _kept(self) -> AgentState:
-        """The state as kept (no live run to read), built once until it changes."""
+        """The state: read from ``run``, the agent's live run, if any; else as kept (one
+        snapshot, built once until something changes)."""
+        if run is not None:
+            return self._live(run)
         state = self._state
         if state is None:
             if self._messages_tuple is None:
@@ -117,6 +112,10 @@ class StateView:
                 error_message=self.error_message,
             )
         return state
+
+    def total_usage(self, run: Runner | None) -> Usage:
+        """The token counts of every finished run, and of ``run`` (live) so far."""
+        return self.usage if run is None else self.usage + run.usage
 
     def _live(self, run: Runner) -> AgentState:
         """The state of an agent running ``run``, read from the run."""
