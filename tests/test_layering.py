@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("rules", ("_arguments", "_conversion", "_tool_decorator", "_policy", "_blocks", "_call_ids")),
     ("loop", ("_stream", "_batch", "_sink", "_run_state", "_runner", "_loop")),
-    ("agent", ("_queues", "_fanout", "_agent")),
+    ("agent", ("_queues", "_fanout", "_agent_state", "_agent_run", "_agent")),
     ("disk", ("_pairing", "_locked_file", "_jsonl")),
     ("facade", ("__init__",)),
     ("edges", ("providers", "tools", "mcp", "replay", "telemetry")),
@@ -223,7 +223,7 @@ def test_the_check_sees_type_checking_and_function_level_imports(tmp_path: Path)
     assert import_cycles(graph) == [["_errors", "_loop"], ["_messages", "cli"]]
 
 
-@pytest.mark.parametrize("module", ["_runner", "_agent"])
+@pytest.mark.parametrize("module", ["_runner", "_agent_state", "_agent_run", "_agent"])
 def test_the_core_stays_in_its_layers(module: str) -> None:
     # The loop and the Agent never reach up to the edges or the command line.
     graph = import_graph(SRC)

@@ -15,7 +15,8 @@ imports only from its own layer or the ones before it; ``tests/test_layering.py`
   changes), ``_runner`` (the loop that drives it), ``_loop`` (run_agent_loop,
   open_agent_loop);
 - agent: ``_queues`` (take and put back queued messages), ``_fanout`` (events to the
-  subscribers), ``_agent`` (Agent, open_agent: the state and the runs);
+  subscribers), ``_agent_state`` (AgentState, read from the live run), ``_agent_run``
+  (one run at a time: begin, the queue polls, the end), ``_agent`` (Agent, open_agent);
 - disk: ``_pairing`` (check_transcript, repair), ``_locked_file`` (flock, durable
   writes), ``_jsonl`` (JSONL transcripts);
 - edges: ``trio_agent.providers`` (HTTP models), ``trio_agent.tools`` (workspace tools),

@@ -5,30 +5,17 @@ Theory of operation
 An :class:`Agent` holds a transcript, two FIFO queues (steering and follow-up) and a list
 of subscribers. ``prompt()`` and ``continue_()`` make one run of the loop (the runner
 behind :func:`run_agent_loop`) in a task of their own and wait for it. The agent holds
-the run itself, not a channel of its events:
+the run itself, not a channel of its events. Each of its jobs has a module:
 
-- while the run is active, ``state`` is read from the run's own state (its transcript,
-  the reply it is streaming, its tool batch), which the run updates synchronously
-  *before* it emits any event about it. So whatever runs after an event — a tool, a
-  ``before_tool_call`` hook, a subscriber, another task — finds a state that already
-  includes it: a running tool finds its own call in ``pending_tool_calls``, a
-  subscriber holding ``MessageEnd`` finds the message in ``messages`` (it may also find
-  what the run did after that event: the run goes on once a subscriber has taken an
-  event). Nothing is done per event for the state; a snapshot is built when read.
-- the run builds and delivers events only while someone subscribes; ``_fanout`` hands
-  each one to every subscriber in turn, awaited, and keeps what a cancel interrupted
-  owed to the clean-up.
-- the loop reads the queues through two synchronous poll hooks; ``_queues`` takes the
-  messages and puts back, at the front, each one taken that did not reach the
-  transcript: a queued message is delivered exactly once, in FIFO order, or is still
+- ``_agent_state``: ``state`` is read from the active run, which updates its own state
+  before it emits any event about it; nothing is done per event for the state.
+- ``_fanout``: the run builds events only while someone subscribes; each one goes to
+  every subscriber in turn, and none is lost.
+- ``_queues``: a queued message is delivered exactly once, in FIFO order, or is still
   queued.
-
-The state is final — ``is_running`` false, ``messages`` the run's transcript, the queues
-restored — by the time the run's ``AgentEnd`` reaches the subscribers (as in pi), and
-only once the events before it were handed over. The
-run's task still finishes delivering that event afterwards; a ``prompt()`` or
-``continue_()`` called in that short tail waits for it instead of raising
-:class:`AgentBusyError`.
+- ``_agent_run``: one run at a time; its state is final (``is_running`` false, the
+  transcript stored, the queues restored) by the time its ``AgentEnd`` reaches the
+  subscribers, as in pi.
 
 Exception policy: a model's failure is data (the run ends ``error``, ``state.error_message``
 set). A hook failure or a bug raises :class:`AgentRunError` out of ``prompt()``, after the
@@ -43,96 +30,35 @@ agent starts, and its failure is re-raised as it is).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, final
 
 import attrs
 import trio
 
+from ._agent_run import ActiveRun, RunSlot, as_prompts, check_config
+from ._agent_state import AgentState, StateView
 from ._config import Context, LoopConfig
-from ._errors import AgentBusyError, AgentRunError, AgentUsageError
+from ._errors import AgentRunError
 from ._fanout import Fanout
-from ._messages import MESSAGE_TYPES, AssistantMessage, Message, Usage, describe_value
 from ._model import Model
-from ._queues import MODES, Kind, MessageQueues, QueueMode, as_message
+from ._queues import MODES, MessageQueues, QueueMode, as_message
 from ._runner import Runner
 from ._tools import Tool, as_tools
 from ._util import representative
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator, Iterable, Sequence
 
     from . import _events as ev
     from ._config import AgentRunResult
+    from ._messages import Message, Usage
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
 
 
-@attrs.frozen(kw_only=True)
-class AgentState:
-    """A snapshot of an :class:`Agent` (it never changes; read ``agent.state`` again).
-
-    Attributes:
-        messages: the transcript: finished messages only, in order.
-        is_running: a run is active (false again once its ``AgentEnd`` is announced).
-        streaming_message: the assistant reply being streamed, as it stands; None when no
-            reply is streaming.
-        pending_tool_calls: ids of the tool calls started and not yet finished.
-        error_message: why the last run failed — the model's error, or the message of the
-            :class:`AgentRunError` that ``prompt()`` raised; None otherwise.
-    """
-
-    messages: tuple[Message, ...] = ()
-    is_running: bool = False
-    streaming_message: AssistantMessage | None = None
-    pending_tool_calls: frozenset[str] = frozenset()
-    error_message: str | None = None
-
-
-def _check_config(_agent: Any, _attribute: Any, config: LoopConfig) -> None:
-    for hook, method in (
-        ("get_steering_messages", "steer"),
-        ("get_follow_up_messages", "follow_up"),
-    ):
-        if getattr(config, hook) is not None:
-            raise AgentUsageError(
-                f"LoopConfig.{hook} is set, but the Agent owns that queue: queue messages "
-                f"with agent.{method}() instead (or drive run_agent_loop yourself to use "
-                "your own hook)"
-            )
-
-
 def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
     return as_tools(tools, "Agent.tools")
-
-
-class _View:
-    """Caches of the agent's state (see ``Agent.state``)."""
-
-    __slots__ = ("live_count", "live_run", "messages_tuple", "state")
-
-    def __init__(self) -> None:
-        self.state: AgentState | None = None
-        # The transcript as a tuple; during a run (`live_run`), with that run's first
-        # `live_count` new messages.
-        self.messages_tuple: tuple[Message, ...] | None = None
-        self.live_run: Runner | None = None
-        self.live_count = 0
-
-
-@attrs.define(eq=False)
-class _ActiveRun:
-    """The bookkeeping of one run, from ``prompt()`` to its return."""
-
-    skip_first_poll: bool = False
-    taken: list[tuple[Kind, Message]] = attrs.field(factory=list)
-    run: Runner | None = None
-    error: AgentRunError | None = None
-    abort_reason: str | None = None
-    abort_requested: bool = False
-    finalized: bool = False
-    done: trio.Event = attrs.field(factory=trio.Event)
 
 
 @final
@@ -151,14 +77,18 @@ class Agent:
     model: Model
     tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
     system_prompt: str = ""
-    config: LoopConfig = attrs.field(factory=LoopConfig, validator=_check_config)
+    config: LoopConfig = attrs.field(factory=LoopConfig, validator=check_config)
     steering_mode: QueueMode = attrs.field(
         default="one_at_a_time", validator=attrs.validators.in_(MODES)
     )
     follow_up_mode: QueueMode = attrs.field(
         default="one_at_a_time", validator=attrs.validators.in_(MODES)
     )
-    _messages: list[Message] = attrs.field(factory=list, alias="messages")
+    # The transcript given as ``messages`` is kept by the state view. (mypy's attrs plugin
+    # checks the default against the converted type, not against the converter's.)
+    _view: StateView = attrs.field(  # type: ignore[assignment]
+        factory=list, alias="messages", converter=StateView, repr=lambda v: repr(v.messages)
+    )
     _token: trio.lowlevel.TrioToken = attrs.field(
         factory=trio.lowlevel.current_trio_token, alias="token", repr=False
     )
@@ -171,13 +101,13 @@ class Agent:
         ),
         repr=False,
     )
-    _active: _ActiveRun | None = attrs.field(init=False, default=None, repr=False)
-    _running: bool = attrs.field(init=False, default=False, repr=False)
-    _error_message: str | None = attrs.field(init=False, default=None, repr=False)
-    _resets: int = attrs.field(init=False, default=0, repr=False)
-    _closed: bool = attrs.field(init=False, default=False, repr=False)
-    _usage: Usage = attrs.field(init=False, factory=Usage, repr=False)
-    _view: _View = attrs.field(init=False, factory=_View, repr=False)
+    _slot: RunSlot = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: RunSlot(self._queues, self, self._view, self._fanout), takes_self=True
+        ),
+        repr=False,
+    )
 
     # --- state ------------------------------------------------------------------------
 
@@ -189,58 +119,13 @@ class Agent:
         emits any event about it: whoever reads ``state`` after an event — a tool, a
         hook, a subscriber, another task — finds the event already in it.
         """
-        active = self._active
-        if active is not None and not active.finalized and active.run is not None:
-            return self._live_state(active.run)
-        state = self._view.state
-        if state is None:
-            if self._view.messages_tuple is None:
-                self._view.messages_tuple = tuple(self._messages)
-            self._view.state = state = AgentState(
-                messages=self._view.messages_tuple,
-                is_running=self._running,
-                error_message=self._error_message,
-            )
-        return state
+        return self._view.state(self._slot.live_run)
 
     @property
     def usage(self) -> Usage:
         """The token counts of every run this agent made, summed (cache tokens included),
         the active run's replies so far included. Not reset by anything."""
-        active = self._active
-        if active is not None and not active.finalized and active.run is not None:
-            return self._usage + active.run.usage
-        return self._usage
-
-    def _live_state(self, run: Runner) -> AgentState:
-        """The state of a running agent, read from its run (built only when read)."""
-        view = self._view
-        new = run.new_messages
-        if view.live_run is not run or view.messages_tuple is None:
-            view.live_run = run
-            view.messages_tuple = tuple(self._messages)
-            view.live_count = 0
-        if view.live_count != len(new):
-            view.messages_tuple += tuple(new[view.live_count :])
-            view.live_count = len(new)
-        acc = run.acc
-        batch = run.batch
-        return AgentState(
-            messages=view.messages_tuple,
-            is_running=True,
-            # The partial reply is built only here, when someone looks: streaming N
-            # deltas stays O(total size).
-            streaming_message=(
-                acc.snapshot().materialize() if acc is not None and acc.started else None
-            ),
-            pending_tool_calls=(
-                frozenset(
-                    st.call.id for st in batch.states if st.start_emitted and st.result is None
-                )
-                if batch is not None
-                else frozenset()
-            ),
-        )
+        return self._view.total_usage(self._slot.live_run)
 
     @property
     def queued_steering(self) -> tuple[Message, ...]:
@@ -256,12 +141,6 @@ class Agent:
     def has_queued_messages(self) -> bool:
         """Whether a steering or follow-up message waits to be delivered."""
         return bool(self._queues.steering or self._queues.follow_ups)
-
-    def _changed(self, *, messages: bool = False) -> None:
-        self._view.state = None
-        if messages:
-            self._view.messages_tuple = None
-            self._view.live_run = None
 
     # --- queues -----------------------------------------------------------------------
 
@@ -286,17 +165,11 @@ class Agent:
         """
         self._check_open()
         message = as_message(message)
-        queues = self._queues
         if not interrupt:
-            queues.steering.append(message)
+            self._queues.steering.append(message)
             return
-        queues.steering.appendleft(message)
-        active = self._active
-        if active is None or active.finalized:
-            return
-        queues.interrupting = message
-        if active.run is not None and active.run.interrupt():
-            queues.interrupting = None
+        self._queues.steering.appendleft(message)
+        self._slot.interrupt(message)
 
     def follow_up(self, message: str | Message) -> None:
         """Queue a message for when the model would otherwise stop. Not a checkpoint.
@@ -315,24 +188,6 @@ class Agent:
         """Empty both queues; returns what they held: ``(steering, follow_ups)``."""
         return self._queues.clear()
 
-    def _take(self, active: _ActiveRun, kind: Kind) -> list[Message]:
-        if active.finalized:
-            return []
-        mode = self.steering_mode if kind == "steering" else self.follow_up_mode
-        return self._queues.take(active.taken, kind, mode)
-
-    def _poll_steering(self, active: _ActiveRun) -> list[Message]:
-        if active.skip_first_poll:
-            # The run's prompts already carry the steering this poll would deliver;
-            # skipping it keeps "one_at_a_time" to one message per turn.
-            active.skip_first_poll = False
-            return []
-        return self._take(active, "steering")
-
-    def _put_back(self, active: _ActiveRun, delivered: Sequence[Message]) -> None:
-        """Return every message taken during the run that is not in ``delivered``."""
-        self._queues.put_back(active.taken, delivered)
-
     # --- control ----------------------------------------------------------------------
 
     def abort(self, reason: str | None = None, *, grace: float | None = None) -> None:
@@ -346,14 +201,7 @@ class Agent:
         A run that has ended but still hands its last events to a subscriber that does
         not take them finishes within ``config.cleanup_timeout``.
         """
-        active = self._active
-        if active is None:
-            return
-        if active.run is not None:
-            active.run.abort(reason, grace=grace)
-        elif not active.finalized:
-            active.abort_requested = True
-            active.abort_reason = reason
+        self._slot.abort(reason, grace)
 
     def steer_from_thread(self, message: str | Message, *, interrupt: bool = False) -> None:
         """:meth:`steer`, from a thread that is not running the agent's trio loop.
@@ -381,12 +229,9 @@ class Agent:
         Raises:
             AgentBusyError: a run is active.
         """
-        self._check_idle("reset()")
-        self._resets += 1
-        self._messages = []
+        self._slot.check_idle("reset()")
+        self._view.reset()
         self._queues.clear()
-        self._error_message = None
-        self._changed(messages=True)
 
     def replace_messages(self, messages: Iterable[Message]) -> None:
         """Replace the transcript, for example to drop a failed reply before
@@ -395,26 +240,15 @@ class Agent:
         Raises:
             AgentBusyError: a run is active.
         """
-        self._check_idle("replace_messages()")
-        self._messages = list(messages)
-        self._changed(messages=True)
-
-    def _check_idle(self, what: str) -> None:
-        active = self._active
-        if active is not None and not active.finalized:
-            raise AgentBusyError(
-                f"cannot call {what} while the agent is running: call abort(), then "
-                f"await wait_for_idle(), then {what}"
-            )
+        self._slot.check_idle("replace_messages()")
+        self._view.replace(messages)
 
     async def wait_for_idle(self) -> None:
         """Wait until no run is active (returns at once when idle). A checkpoint.
 
         Cancelling the wait does not affect the run.
         """
-        await trio.lowlevel.checkpoint()
-        while self._active is not None:
-            await self._active.done.wait()
+        await self._slot.wait_for_idle()
 
     # --- subscribers ------------------------------------------------------------------
 
@@ -450,48 +284,21 @@ class Agent:
         self._check_open()
         return self._fanout.subscribe(buffer, drop_updates)
 
-    def _finalize_from(self, active: _ActiveRun) -> None:
-        run = active.run
-        self._finalize(active, run.result if run is not None else None)
+    def _check_open(self) -> None:
+        self._slot.check_open()
 
     def _listen(self) -> None:
         """Tell the active run whether anyone listens (it builds no event otherwise)."""
-        active = self._active
-        if active is not None and active.run is not None and not active.finalized:
-            active.run.listen(bool(self._fanout.subscribers))
+        run = self._slot.live_run
+        if run is not None:
+            run.listen(bool(self._fanout.subscribers))
+
+    def _finalize_from(self, active: ActiveRun) -> None:
+        """The run's state is final (called just before its ``AgentEnd`` goes out)."""
+        run = active.run
+        self._slot.finalize(active, run.result if run is not None else None)
 
     # --- runs -------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise AgentUsageError("the agent is closed (its open_agent block was left)")
-
-    async def _begin(self, what: str) -> _ActiveRun:
-        """Take the run slot, or raise :class:`AgentBusyError`."""
-        await trio.lowlevel.checkpoint()
-        while True:
-            self._check_open()
-            active = self._active
-            if active is None:
-                break
-            if not active.finalized:
-                if what == "prompt":
-                    hint = (
-                        "queue the message with steer() or follow_up(), or await "
-                        "wait_for_idle() before prompt()"
-                    )
-                else:
-                    hint = "await wait_for_idle() before continue_()"
-                raise AgentBusyError(f"the agent is already running: {hint}")
-            # The previous run has ended and only delivers its AgentEnd: wait for it.
-            await active.done.wait()
-        active = _ActiveRun()
-        self._active = active
-        self._running = True
-        self._error_message = None
-        self._queues.interrupting = None
-        self._changed()
-        return active
 
     async def prompt(self, message: str | Message | Sequence[Message]) -> AgentRunResult:
         """Send a message and run until the model is done; returns how the run ended.
@@ -510,22 +317,9 @@ class Agent:
             AgentRunError: a hook raised or a bug ended the run; ``state.messages``
                 holds the paired transcript, ``__cause__`` the original error.
         """
-        given: object = message  # checked at run time, whatever the annotations say
-        if isinstance(given, (str, *MESSAGE_TYPES)):
-            prompts = [as_message(given)]
-        elif isinstance(given, Sequence) and not isinstance(given, bytes | bytearray):
-            prompts = [as_message(m) for m in given]
-        else:
-            raise TypeError(
-                "prompt() takes a str, a message or a sequence of them, not "
-                f"{describe_value(given)}"
-            )
-        if not prompts:
-            raise AgentUsageError("prompt() needs a message; to resume, call continue_()")
-        active = await self._begin("prompt")
-        steering = self._take(active, "steering")
-        active.skip_first_poll = bool(steering)
-        return await self._run(active, [*steering, *prompts])
+        prompts = as_prompts(message)
+        active = await self._slot.begin("prompt")
+        return await self._run(active, self._slot.prompt_messages(active, prompts))
 
     async def continue_(self) -> AgentRunResult:
         """Run again from the transcript as it stands (to retry, or to answer the queues).
@@ -542,35 +336,17 @@ class Agent:
                 nothing is queued.
             AgentRunError: as for :meth:`prompt`.
         """
-        active = await self._begin("continue_")
-        prompts: list[Message] = []
-        if not self._messages:
-            self._finish(active, None, None)
-            raise AgentUsageError(
-                "nothing to continue from: the transcript is empty (call prompt(); it also "
-                "delivers queued steering)"
-            )
-        if type(self._messages[-1]) is AssistantMessage:
-            prompts = self._take(active, "steering")
-            active.skip_first_poll = bool(prompts)
-            if not prompts:
-                prompts = self._take(active, "follow_up")
-            if not prompts:
-                self._finish(active, None, None)
-                raise AgentUsageError(
-                    "cannot continue from an assistant message with nothing queued: call "
-                    "prompt(), or queue a message with steer() or follow_up() first"
-                )
-        return await self._run(active, prompts)
+        active = await self._slot.begin("continue_")
+        return await self._run(active, self._slot.continue_messages(active))
 
-    async def _run(self, active: _ActiveRun, prompts: list[Message]) -> AgentRunResult:
+    async def _run(self, active: ActiveRun, prompts: list[Message]) -> AgentRunResult:
         config = attrs.evolve(
             self.config,
-            get_steering_messages=functools.partial(self._poll_steering, active),
-            get_follow_up_messages=functools.partial(self._take, active, "follow_up"),
+            get_steering_messages=functools.partial(self._slot.poll_steering, active),
+            get_follow_up_messages=functools.partial(self._slot.take, active, "follow_up"),
         )
         context = Context(
-            system_prompt=self.system_prompt, messages=tuple(self._messages), tools=self.tools
+            system_prompt=self.system_prompt, messages=tuple(self._view.messages), tools=self.tools
         )
         runner: Runner | None = None
         error: AgentRunError | None = None
@@ -587,7 +363,7 @@ class Agent:
                 ),
             )
             runner.listen(bool(self._fanout.subscribers))
-            active.run = runner
+            self._slot.attach(active, runner)
             if active.abort_requested:
                 runner.abort(active.abort_reason)
             try:
@@ -603,59 +379,18 @@ class Agent:
             error = exc
         finally:
             result = error.result if error is not None else runner.result if runner else None
-            self._finish(active, result, error)
+            self._slot.finish(active, result, error)
         if error is not None:
             raise error
         assert result is not None
         return result
 
     @staticmethod
-    async def _drive(active: _ActiveRun, runner: Runner) -> None:
+    async def _drive(active: ActiveRun, runner: Runner) -> None:
         try:
             await runner.run()
         except AgentRunError as exc:
             active.error = exc
-
-    def _finalize(self, active: _ActiveRun, result: AgentRunResult | None) -> None:
-        if active.finalized:
-            return
-        active.finalized = True
-        if result is None:
-            self._put_back(active, ())
-        else:
-            self._put_back(active, result.messages)
-            self._usage += result.usage
-            self._messages = list(result.transcript)
-            self._error_message = result.error_message
-        self._running = False
-        self._queues.interrupting = None
-        self._changed(messages=True)
-
-    def _finish(
-        self, active: _ActiveRun, result: AgentRunResult | None, error: AgentRunError | None
-    ) -> None:
-        resets = self._resets
-        self._finalize(active, result)
-        # What the run's bounded clean-up could not hand over in time is dropped (a
-        # subscriber that took nothing for cleanup_timeout): never to the next run.
-        self._fanout.drop_owed()
-        if error is not None and self._resets == resets:
-            self._error_message = str(error)
-            self._changed()
-        self._active = None
-        # The run's hooks point back at `active`: without this link the finished run
-        # is freed at once, not left for the garbage collector.
-        active.run = None
-        active.done.set()
-
-    def _start_closing(self) -> _ActiveRun | None:
-        """Refuse new work and abort the active run; returns it (to wait for)."""
-        self._closed = True
-        self.abort("the agent was closed")
-        return self._active
-
-    def _end_subscriptions(self) -> None:
-        self._fanout.end()
 
 
 @asynccontextmanager
@@ -705,14 +440,5 @@ async def open_agent(
     try:
         yield agent
     finally:
-        active = agent._start_closing()
-        bound = agent.config.cleanup_timeout
-        if active is not None:
-            # First with the subscribers still served, so that they see the run end...
-            with trio.move_on_after(bound, shield=True):
-                await active.done.wait()
-        agent._end_subscriptions()
-        if active is not None and not active.done.is_set():
-            # ...then without them, if one was too slow to take the last events.
-            with trio.move_on_after(bound, shield=True):
-                await active.done.wait()
+        # close() waits only under shielded, bounded scopes of its own.
+        await agent._slot.close(agent.config.cleanup_timeout)  # noqa: ASYNC102
