@@ -30,7 +30,7 @@ from ._config import (
 )
 from ._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
 from ._tools import Tool, ToolContext, ToolOutput
-from ._util import NO_SCOPE, make_result, maybe_await, result_content, result_message
+from ._util import make_result, maybe_await, result_content, result_message
 
 if TYPE_CHECKING:
     from ._observer import ObservedCall, Probe
@@ -141,7 +141,7 @@ class Batch:
         config: LoopConfig,
         sink: EventDelivery,
         append: Append,
-        scoped: bool = True,
+        scope: trio.CancelScope | None = None,
     ) -> None:
         self.message = message
         self.states = [CallState(c, sink) for c in calls]
@@ -151,9 +151,9 @@ class Batch:
         self._append = append
         self._interleave = False  # sequential: each result appended as its call settles
         self._tools = {t.name: t for t in context.tools}
-        # Only a batch that another task may stop (abort with grace, interrupt) needs a
-        # cancel scope of its own.
-        self.scope = trio.CancelScope() if scoped else None
+        # The scope the batch runs in (its turn's), cancelled to stop it (an abort's
+        # grace running out, an interrupt); None in a run nobody can stop that way.
+        self.scope = scope
         self.stop_outcome: ev.ToolOutcome = "aborted"
         self.stop_text = "Tool call aborted: the run was aborted."
         self._running = 0
@@ -174,34 +174,34 @@ class Batch:
         return False
 
     async def run(self) -> None:
-        """Run the batch; returns early (calls unfinished) if ``scope`` is cancelled."""
+        """Run the batch. When ``scope`` is cancelled, ``Cancelled`` propagates (the calls
+        unfinished) to the turn that holds the scope."""
         self._started_at = trio.current_time()
         try:
-            with self.scope if self.scope is not None else NO_SCOPE:
-                if self.sequential():
-                    self._interleave = True
-                    for st in self.states:
-                        if await self._prepare(st):
-                            await self._execute_now(st)
+            if self.sequential():
+                self._interleave = True
+                for st in self.states:
+                    if await self._prepare(st):
+                        await self._execute_now(st)
+            else:
+                if self._sink.listening or self.config.before_tool_call is not None:
+                    runnable = [st for st in self.states if await self._prepare(st)]
                 else:
-                    if self._sink.listening or self.config.before_tool_call is not None:
-                        runnable = [st for st in self.states if await self._prepare(st)]
-                    else:
-                        runnable = [st for st in self.states if self._prepare_quietly(st)]
-                    if len(runnable) == 1:
-                        await self._execute_now(runnable[0])
-                    elif runnable:
-                        limit = self.config.max_concurrency
-                        async with trio.open_nursery() as nursery:
-                            if limit is not None and limit < len(runnable):
-                                limiter = trio.CapacityLimiter(limit)
-                                for st in runnable:
-                                    nursery.start_soon(self._execute, st, limiter)
-                            else:
-                                # Straight to the call: every frame kept alive per sleeping
-                                # call is more for the garbage collector to walk.
-                                for st in runnable:
-                                    nursery.start_soon(self._execute_now, st)
+                    runnable = [st for st in self.states if self._prepare_quietly(st)]
+                if len(runnable) == 1:
+                    await self._execute_now(runnable[0])
+                elif runnable:
+                    limit = self.config.max_concurrency
+                    async with trio.open_nursery() as nursery:
+                        if limit is not None and limit < len(runnable):
+                            limiter = trio.CapacityLimiter(limit)
+                            for st in runnable:
+                                nursery.start_soon(self._execute, st, limiter)
+                        else:
+                            # Straight to the call: every frame kept alive per sleeping
+                            # call is more for the garbage collector to walk.
+                            for st in runnable:
+                                nursery.start_soon(self._execute_now, st)
         finally:
             self._ended_at = trio.current_time()
 

@@ -221,19 +221,31 @@ class Runner(RunState):
         request = self._request(messages)
         await self._checkpoint_abort()
         self.steps += 1
-        message = await self._stream(request)
-        if self.interrupting == "requested":
-            # An interrupted reply is kept (stop reason aborted) but the run goes on:
-            # its calls are skipped and the steering poll delivers what interrupted it.
+        # One cancel scope for the reply and its batch, and only in a controlled run:
+        # an interrupt (or an abort's grace running out) cancels it, and the turn
+        # goes on after it. A run nobody can reach needs none.
+        scope = trio.CancelScope() if self.controlled else None
+        batch: Batch | None = None
+        with scope if scope is not None else NO_SCOPE:
+            message = await self._stream(request, scope)
+            if self.interrupting == "requested":
+                # An interrupted reply is kept (stop reason aborted) but the run goes on:
+                # its calls are skipped and the steering poll delivers what interrupted it.
+                self.interrupting = "none"
+                decision = interrupted(message)
+            else:
+                decision = decide(message, continue_after_length=config.continue_after_length)
+            if decision.action == "execute":
+                # Run from here, not from a helper coroutine: one frame less kept alive
+                # while the tools run.
+                batch = self._start_batch(message, decision.calls, scope)
+                await batch.run()
+        if scope is not None and scope.cancelled_caught and batch is None:
+            # An interrupt cut the reply short: it is kept, its calls are skipped.
+            message = await self._end_reply()
             self.interrupting = "none"
             decision = interrupted(message)
-        else:
-            decision = decide(message, continue_after_length=config.continue_after_length)
-        if decision.action == "execute":
-            # Run from here, not from a helper coroutine: one frame less kept alive
-            # while the tools run.
-            batch = self._start_batch(message, decision.calls)
-            await batch.run()
+        if batch is not None:
             if await self._finish_batch(batch):
                 decision = TERMINATED  # every result set terminate: no further request
         elif decision.action == "skip":
@@ -250,20 +262,24 @@ class Runner(RunState):
             )
         return decision
 
-    async def _stream(self, request: ModelRequest) -> AssistantMessage:
+    async def _stream(
+        self, request: ModelRequest, scope: trio.CancelScope | None
+    ) -> AssistantMessage:
+        """Stream the reply; it enters the transcript (see :meth:`_end_reply`).
+
+        ``scope`` is the turn's: an interrupt cancels it while the reply streams, and the
+        turn ends the reply. The idle timeout has a scope of its own, here.
+        """
         acc = StreamAccumulator()
         self.acc = acc
         if self.interrupting == "requested":
             self.interrupting = "none"
         idle = self.config.stream_idle_timeout
-        # A scope of its own only if something may cut the stream short: the idle
-        # timeout, or an interrupt from another task (a controlled run).
-        scope = trio.CancelScope() if idle is not None or self.controlled else None
-        timer = scope if idle is not None else None
+        timer = trio.CancelScope() if idle is not None else None
         span = math.inf if idle is None else idle
         sink = self.sink
-        with scope if scope is not None else NO_SCOPE:
-            self.stream_scope = scope
+        self.stream_scope = scope
+        with timer if timer is not None else NO_SCOPE:
             if timer is not None:
                 timer.deadline = trio.current_time() + span
             stream = self.model.stream(request)
@@ -290,12 +306,26 @@ class Runner(RunState):
             except Exception as exc:
                 if acc.final is None:
                     acc.fail(f"the model stream failed: {type(exc).__name__}: {exc}")
-        self.stream_scope = None
-        if scope is not None and scope.cancelled_caught and acc.final is None:
-            if self._interrupt_is("requested"):  # set by interrupt() meanwhile
-                acc.fail("interrupted by user", "aborted")
-            else:
-                acc.fail(f"the model stream was silent for {idle:g}s (stream_idle_timeout)")
+        if (
+            timer is not None
+            and timer.cancelled_caught
+            and acc.final is None
+            and not self._interrupt_is("requested")
+        ):
+            acc.fail(f"the model stream was silent for {idle:g}s (stream_idle_timeout)")
+        return await self._end_reply()
+
+    async def _end_reply(self) -> AssistantMessage:
+        """The reply is over — finished, failed, or cut short by an interrupt — and
+        enters the transcript; then its closing events go out."""
+        self.stream_scope = None  # from here an interrupt waits for the batch
+        acc = self.acc
+        if acc is None:
+            # In already (an interrupt came while its closing events went out).
+            assert self.turn_message is not None
+            return self.turn_message
+        if acc.final is None and self._interrupt_is("requested"):
+            acc.fail("interrupted by user", "aborted")
         message = self.call_ids.fresh(acc.finish())
         # The message enters the transcript in the same step as the stream stops being
         # "in flight", so a cancel at any later checkpoint finds it there.
@@ -319,8 +349,11 @@ class Runner(RunState):
         self.turn_results.extend(results)
         await self.sink.emit(*events)
 
-    def _start_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> Batch:
-        """The batch of ``calls``, made the run's current one (to run next)."""
+    def _start_batch(
+        self, message: AssistantMessage, calls: tuple[Any, ...], scope: trio.CancelScope | None
+    ) -> Batch:
+        """The batch of ``calls``, made the run's current one (to run next, in the
+        turn's ``scope``)."""
         context = self.context
         if self.config.before_tool_call is not None or self.config.after_tool_call is not None:
             # The hooks see the conversation as it stands, this reply included.
@@ -332,7 +365,7 @@ class Runner(RunState):
             config=self.config,
             sink=self.sink,
             append=self._append,
-            scoped=self.controlled,
+            scope=scope,
         )
         batch.probe = self.probe
         self.batch = batch
