@@ -12,7 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import trio
+
+# Without the `mcp` extra the MCP tests are skipped, not errors at collection.
+pytest.importorskip("mcp")
 
 from trio_agent import AgentEvent, AssistantMessage, Text, ToolCall
 from trio_agent.mcp import StdioServer

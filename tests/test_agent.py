@@ -789,3 +789,38 @@ async def test_a_subscriber_that_closes_its_channel_is_dropped_and_the_others_ge
     assert [e.message for e in kept if type(e) is MessageEnd] == list(result.messages)
     assert sum(type(e) is TurnEnd for e in kept) == 3
     check_transcript(agent.state.messages)  # raises if unpaired
+
+
+@pytest.mark.parametrize("reset_on_end", [False, True])
+@guarded
+async def test_a_failed_runs_error_is_kept_unless_a_subscriber_resets_on_agent_end(
+    reset_on_end: bool, autojump_clock: Any
+) -> None:
+    """A run that raises AgentRunError (here a hook fails) leaves its error in the
+    state; a subscriber that resets the agent as soon as it sees AgentEnd wins: the
+    error written when the run's task ends does not come back."""
+
+    def broken_hook(ctx: TurnContext) -> bool:
+        raise RuntimeError("hook broke")
+
+    model = ScriptedModel([reply("one")])
+    config = LoopConfig(should_stop_after_turn=broken_hook)
+    async with open_agent(model, config=config) as agent:
+        async with agent.subscribe() as events, trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                async for event in events:
+                    if type(event) is AgentEnd and reset_on_end:
+                        agent.reset()
+
+            nursery.start_soon(watch)
+            with pytest.raises(AgentRunError, match="hook broke"):
+                await agent.prompt("go")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        if reset_on_end:
+            assert agent.state == AgentState()
+        else:
+            assert agent.state.error_message is not None
+            assert "hook broke" in agent.state.error_message
+            assert texts(agent.state.messages) == ["go"]

@@ -104,6 +104,7 @@ class ActiveRun:
     taken: list[tuple[Kind, Message]] = attrs.field(factory=list)
     run: Runner | None = None
     error: AgentRunError | None = None
+    resets_at_end: int = 0  # the view's reset count when the run's state was made final
     abort_reason: str | None = None
     abort_requested: bool = False
     finalized: bool = False
@@ -273,6 +274,7 @@ class RunSlot:
         self.live_run = None
         self._queues.put_back(active.taken, result.messages if result is not None else ())
         self._view.end(result)
+        active.resets_at_end = self._view.resets
         self._queues.interrupting = None
 
     def finish(
@@ -281,12 +283,13 @@ class RunSlot:
         """The run's task is over: finalize it (if not yet), drop what is still owed to
         the subscribers, keep ``error``'s message and free the slot."""
         view = self._view
-        resets = view.resets
         self.finalize(active, result)
         # What the run's bounded clean-up could not hand over is dropped (a
         # subscriber that took nothing for cleanup_timeout): never to the next run.
         self._fanout.drop_owed()
-        if error is not None and view.resets == resets:
+        # The error is kept unless the agent was reset since the run's state became
+        # final (a subscriber may reset it as soon as it sees AgentEnd): a reset wins.
+        if error is not None and view.resets == active.resets_at_end:
             view.fail(str(error))
         self.active = None
         # The run's hooks point back at `active`: without this link the finished run
