@@ -912,6 +912,59 @@ async def test_interrupt_during_a_stream_keeps_the_partial_reply(autojump_clock:
     assert_consistent(result, events, model.requests)
 
 
+async def test_a_run_interrupted_again_and_again_goes_on_and_can_still_be_aborted(
+    autojump_clock: Any,
+) -> None:
+    """An interrupt cuts a batch, a later one a streaming reply; each time the run goes
+    on with what the steering poll brings, and an abort with grace still stops it."""
+    queue, poll = one_shot_queue()
+    model = ScriptedModel(
+        [
+            tool_use(call("a", "sleep", s=100)),
+            tool_use(call("b", "sleep", s=1), text="long answer"),
+            tool_use(call("c", "sleep", s=100)),
+            reply("never"),
+        ],
+        chunk_size=2,
+    )
+    pause = model.pause_at(1, 3)
+    events: list[Any] = []
+    async with (
+        open_agent_loop(
+            prompt(), ctx(sleeper("sleep", 0)), model, LoopConfig(get_steering_messages=poll)
+        ) as run,
+        trio.open_nursery() as nursery,
+    ):
+
+        async def cut_the_stream() -> None:
+            await pause.reached.wait()
+            queue.append(UserMessage.text("second"))
+            assert run.interrupt()
+            pause.release()
+
+        nursery.start_soon(cut_the_stream)
+        async for event in run.events:
+            events.append(event)
+            if isinstance(event, ToolExecutionStart) and event.call_id == "a":
+                queue.append(UserMessage.text("first"))
+                assert run.interrupt()
+            if isinstance(event, ToolExecutionStart) and event.call_id == "c":
+                run.abort("enough", grace=1)
+    result = run.result
+    assert result is not None
+    assert (result.reason, result.steps) == ("aborted", 3)
+    by_id = results_of(result.messages)
+    assert by_id["a"].text == "Tool call skipped: interrupted by user."
+    replies = [m for m in result.messages if isinstance(m, AssistantMessage)]
+    assert [r.stop_reason for r in replies] == ["tool_use", "aborted", "tool_use"]
+    assert replies[1].tool_calls == ()  # cut before its call finished streaming
+    assert by_id["c"].text == "Tool call aborted: enough."
+    texts = [m.content[0].text for m in result.messages if isinstance(m, UserMessage)]  # type: ignore[union-attr]
+    assert texts == ["go", "first", "second"]
+    assert trio.current_time() < 50  # neither 100 s sleep ran to its end
+    assert_consistent(result, events, model.requests)
+
+
 async def test_interrupt_without_a_steering_hook_does_not_hang() -> None:
     model = ScriptedModel([tool_use(call("a")), reply()])
     with trio.fail_after(5):

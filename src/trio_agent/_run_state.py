@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ._batch import Batch
     from ._config import LoopConfig
     from ._model import Model, ModelOptions
+    from ._policy import Decision
     from ._stream import StreamAccumulator
 
 __all__ = ["Interrupt", "Lifecycle", "RunState"]
@@ -119,6 +120,7 @@ class RunState:
         "stream_scope",
         "token",
         "transcript",
+        "turn_decision",
         "turn_index",
         "turn_message",
         "turn_open",
@@ -181,6 +183,8 @@ class RunState:
         # From TurnStart to TurnEnd: a run closed in between still ends the turn.
         self.turn_open = False
         self.turn_message: AssistantMessage | None = None
+        # The decision of the turn whose batch is running (ends a cut batch's turn).
+        self.turn_decision: Decision | None = None
         self.turn_results: list[ToolResultMessage] = []
         self.turn_stats = ev.NO_STATS
         self.turns: list[ev.TurnStats] = []

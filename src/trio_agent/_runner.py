@@ -20,6 +20,15 @@ That is the pairing invariant: it never depends on how far an ``await`` got. Aft
 abort or an outer cancel, the closing events are delivered within
 ``LoopConfig.cleanup_timeout`` (a stuck sink cannot keep the run from ending).
 
+Cancel scopes: entering one costs about as much as a full checkpoint, so a run has as
+few as it can. A run that another task may abort or interrupt (``open_agent_loop``, the
+Agent) runs in one scope of its own. An abort cancels it and the run ends. An interrupt
+cancels it too: the scope catches that, and the run goes on in a fresh scope, which
+first ends the turn that was cut short (:meth:`Runner._end_cut_turn`; the loop's own
+place is kept in a ``_Progress``). So a run has one scope, plus one per interrupt — none
+per turn. A ``run_agent_loop`` run, which nothing outside can reach, has none (the
+caller's scopes still stop it); ``stream_idle_timeout`` adds one around each stream.
+
 ``_policy.decide`` says what each reply means (the stop-reason table); ``_batch.Batch``
 runs one batch of tool calls; ``_stream.StreamAccumulator`` turns the model's events into
 the assistant message; ``_call_ids.CallIds`` renames a call id the transcript already
@@ -37,6 +46,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from . import _events as ev
@@ -56,6 +66,17 @@ if TYPE_CHECKING:
     from ._model import ModelRequest
 
 __all__ = ["OnEvent", "Runner"]
+
+
+@attrs.define(slots=True)
+class _Progress:
+    """Where a run's loop is, kept across the scopes it runs in (an interrupt that cuts
+    a turn short ends the scope; the loop goes on in a fresh one)."""
+
+    first: bool = True  # no turn has started yet
+    has_more: bool = True  # the last turn asks for another
+    last: Decision | None = None  # what the last turn came to
+    cut: bool = False  # an interrupt cut the current turn short
 
 
 class Runner(RunState):
@@ -84,9 +105,18 @@ class Runner(RunState):
 
     async def _run(self) -> AgentRunResult:
         failure: BaseException | None = None
+        progress = _Progress()
         try:
-            with self.scope if self.scope is not None else NO_SCOPE:
-                await self._main()
+            while True:
+                scope = self.scope
+                with scope if scope is not None else NO_SCOPE:
+                    await self._main(progress)
+                if scope is None or not scope.cancelled_caught or self.lifecycle != "running":
+                    break
+                # An interrupt cut a turn short (the run's scope caught it): the run goes
+                # on in a fresh scope, which first ends that turn.
+                progress.cut = True
+                self.scope = trio.CancelScope()
         # Everything is re-raised below, once the transcript is paired.
         except BaseException as exc:  # noqa: ASYNC103, ASYNC104
             failure = representative(exc)
@@ -144,37 +174,42 @@ class Runner(RunState):
         self._close(reason)
         await self.sink.flush()
 
-    async def _main(self) -> None:
+    async def _main(self, progress: _Progress) -> None:
         config = self.config
-        await self.sink.emit(ev.AgentStart())
-        await self._checkpoint_abort()
-        await self._poll_steering()
-        first = True
-        has_more = True
-        last: Decision | None = None  # what the last turn came to
+        decision: Decision | None = None  # a turn's, when the run resumes after it
+        if progress.cut:
+            progress.cut = False
+            decision = await self._end_cut_turn()
+        else:
+            await self.sink.emit(ev.AgentStart())
+            await self._checkpoint_abort()
+            await self._poll_steering()
         while True:
-            while has_more or self.pending:
-                if not first:
-                    if self.steps >= config.max_steps:
-                        return await self._end("max_steps")
-                    if (
-                        config.max_input_tokens is not None or config.max_output_tokens is not None
-                    ) and self._over_budget():
-                        return await self._end("usage_limit")
+            while progress.has_more or self.pending or decision is not None:
+                if decision is None:
+                    if not progress.first:
+                        if self.steps >= config.max_steps:
+                            return await self._end("max_steps")
+                        if (
+                            config.max_input_tokens is not None
+                            or config.max_output_tokens is not None
+                        ) and self._over_budget():
+                            return await self._end("usage_limit")
+                        await self._checkpoint_abort()
+                        if config.prepare_next_turn is not None:
+                            nxt = await maybe_await(config.prepare_next_turn(self._turn_context()))
+                            if nxt is not None:
+                                self._apply_next_turn(nxt)
+                        if not self.pending:
+                            await self._poll_steering()
+                    progress.first = False
                     await self._checkpoint_abort()
-                    if config.prepare_next_turn is not None:
-                        nxt = await maybe_await(config.prepare_next_turn(self._turn_context()))
-                        if nxt is not None:
-                            self._apply_next_turn(nxt)
-                    if not self.pending:
-                        await self._poll_steering()
-                first = False
-                await self._checkpoint_abort()
-                decision = await self._turn()
+                    decision = await self._turn()
                 if decision.end is not None:
                     return await self._end(decision.end)
-                last = decision
-                has_more = decision.continues
+                progress.last = decision
+                progress.has_more = decision.continues
+                decision = None
                 if config.should_stop_after_turn is not None and await maybe_await(
                     config.should_stop_after_turn(self._turn_context())
                 ):
@@ -183,7 +218,9 @@ class Runner(RunState):
             await self._poll(config.get_follow_up_messages)
             if self.pending:
                 continue
-            return await self._end(natural_end(self.turn_message, terminated=last is TERMINATED))
+            return await self._end(
+                natural_end(self.turn_message, terminated=progress.last is TERMINATED)
+            )
 
     async def _llm_messages(self) -> Sequence[Message]:
         """The transcript as this request shows it to the model."""
@@ -221,36 +258,49 @@ class Runner(RunState):
         request = self._request(messages)
         await self._checkpoint_abort()
         self.steps += 1
-        # One cancel scope for the reply and its batch, and only in a controlled run:
-        # an interrupt (or an abort's grace running out) cancels it, and the turn
-        # goes on after it. A run nobody can reach needs none.
-        scope = trio.CancelScope() if self.controlled else None
-        batch: Batch | None = None
-        with scope if scope is not None else NO_SCOPE:
-            message = await self._stream(request, scope)
-            if self.interrupting == "requested":
-                # An interrupted reply is kept (stop reason aborted) but the run goes on:
-                # its calls are skipped and the steering poll delivers what interrupted it.
-                self.interrupting = "none"
-                decision = interrupted(message)
-            else:
-                decision = decide(message, continue_after_length=config.continue_after_length)
-            if decision.action == "execute":
-                # Run from here, not from a helper coroutine: one frame less kept alive
-                # while the tools run.
-                batch = self._start_batch(message, decision.calls, scope)
-                await batch.run()
-        if scope is not None and scope.cancelled_caught and batch is None:
-            # An interrupt cut the reply short: it is kept, its calls are skipped.
-            message = await self._end_reply()
+        # The reply and its batch run in the run's own scope: an interrupt cancels it,
+        # and the run ends this turn in a fresh one (see _end_cut_turn).
+        message = await self._stream(request, self.scope)
+        if self.interrupting == "requested":
+            # An interrupted reply is kept (stop reason aborted) but the run goes on:
+            # its calls are skipped and the steering poll delivers what interrupted it.
             self.interrupting = "none"
             decision = interrupted(message)
-        if batch is not None:
+        else:
+            decision = decide(message, continue_after_length=config.continue_after_length)
+        if decision.action == "execute":
+            self.turn_decision = decision
+            # Run from here, not from a helper coroutine: one frame less kept alive
+            # while the tools run.
+            batch = self._start_batch(message, decision.calls, self.scope)
+            await batch.run()
             if await self._finish_batch(batch):
                 decision = TERMINATED  # every result set terminate: no further request
         elif decision.action == "skip":
             await self._skip(decision)
+        return await self._close_turn(message, decision)
+
+    async def _end_cut_turn(self) -> Decision:
+        """End the turn an interrupt cut short (the run resumes in a fresh scope): a
+        cut reply is kept and its calls skipped; a cut batch's unfinished calls get
+        their skipped results. Then the turn ends as any other."""
+        batch = self.batch
+        if batch is not None:
+            decision = self.turn_decision
+            assert decision is not None
+            assert self.turn_message is not None
+            if await self._finish_batch(batch):
+                decision = TERMINATED
+            return await self._close_turn(self.turn_message, decision)
+        message = await self._end_reply()
+        self.interrupting = "none"
+        decision = interrupted(message)
+        await self._skip(decision)
+        return await self._close_turn(message, decision)
+
+    async def _close_turn(self, message: AssistantMessage, decision: Decision) -> Decision:
         self.turn_open = False
+        self.turn_decision = None
         self.turns.append(self.turn_stats)
         if self.has_sink:
             await self.sink.emit(
