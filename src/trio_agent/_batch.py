@@ -126,7 +126,6 @@ class Batch:
         "context",
         "message",
         "probe",
-        "scope",
         "states",
         "stop_outcome",
         "stop_text",
@@ -141,7 +140,6 @@ class Batch:
         config: LoopConfig,
         sink: EventDelivery,
         append: Append,
-        scope: trio.CancelScope | None = None,
     ) -> None:
         self.message = message
         self.states = [CallState(c, sink) for c in calls]
@@ -151,9 +149,6 @@ class Batch:
         self._append = append
         self._interleave = False  # sequential: each result appended as its call settles
         self._tools = {t.name: t for t in context.tools}
-        # The scope the batch runs in (its turn's), cancelled to stop it (an abort's
-        # grace running out, an interrupt); None in a run nobody can stop that way.
-        self.scope = scope
         self.stop_outcome: ev.ToolOutcome = "aborted"
         self.stop_text = "Tool call aborted: the run was aborted."
         self._running = 0
@@ -174,8 +169,8 @@ class Batch:
         return False
 
     async def run(self) -> None:
-        """Run the batch. When ``scope`` is cancelled, ``Cancelled`` propagates (the calls
-        unfinished) to the turn that holds the scope."""
+        """Run the batch. When the run's scope is cancelled (an interrupt, an abort),
+        ``Cancelled`` propagates with the calls unfinished; the run ends them."""
         self._started_at = trio.current_time()
         try:
             if self.sequential():

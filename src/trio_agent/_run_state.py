@@ -117,7 +117,6 @@ class RunState:
         "scope",
         "sink",
         "steps",
-        "stream_scope",
         "token",
         "transcript",
         "turn_decision",
@@ -189,7 +188,6 @@ class RunState:
         self.turn_stats = ev.NO_STATS
         self.turns: list[ev.TurnStats] = []
         self.acc: StreamAccumulator | None = None
-        self.stream_scope: trio.CancelScope | None = None
         self.batch: Batch | None = None
         self.lifecycle: Lifecycle = "running"
         self.abort_reason: str | None = None  # the first abort's
@@ -224,14 +222,16 @@ class RunState:
         if batch is not None:
             batch.stop_outcome = "aborted"
             batch.stop_text = _abort_text(self.abort_reason)
-            if grace is not None and grace > 0 and batch.scope is not None:
-                batch.scope.deadline = min(batch.scope.deadline, trio.current_time() + grace)
+            if grace is not None and grace > 0 and self.scope is not None:
+                # The batch runs in the run's scope: the calls get `grace` to finish.
+                self.scope.deadline = min(self.scope.deadline, trio.current_time() + grace)
                 return
         self._cancel()
 
     def _cancel(self) -> None:
-        """Cancel the run's own scope (only a controlled run is aborted: it has one)."""
-        assert self.scope is not None, "only a controlled run can be aborted"
+        """Cancel the run's own scope (only a controlled run is aborted or interrupted:
+        it has one)."""
+        assert self.scope is not None, "only a controlled run is aborted or interrupted"
         self.scope.cancel()
 
     def interrupt(self) -> bool:
@@ -245,14 +245,21 @@ class RunState:
         if self.ended:
             return False
         if self.batch is not None:
-            interrupt_batch(self.batch)
+            self._interrupt_batch(self.batch)
             return True
-        if self.stream_scope is not None:
+        if self.acc is not None:  # the reply is streaming
             self.interrupting = "requested"
-            self.stream_scope.cancel()
+            self._cancel()
             return True
         self.interrupting = "pending"
         return True
+
+    def _interrupt_batch(self, batch: Batch) -> None:
+        """Cancel ``batch`` (it runs in the run's scope): its unfinished calls get
+        ``skipped: interrupted by user``."""
+        batch.stop_outcome = "skipped"
+        batch.stop_text = "Tool call skipped: interrupted by user."
+        self._cancel()
 
     def listen(self, listening: bool) -> None:
         """Build and deliver events from now on, or stop (the Agent listens while it has
@@ -448,14 +455,6 @@ class RunState:
             context=self._context_now(),
             new_messages=tuple(self.new_messages),
         )
-
-
-def interrupt_batch(batch: Batch) -> None:
-    """Cancel ``batch``: its unfinished calls get ``skipped: interrupted by user``."""
-    batch.stop_outcome = "skipped"
-    batch.stop_text = "Tool call skipped: interrupted by user."
-    assert batch.scope is not None, "only a controlled run is interrupted"
-    batch.scope.cancel()
 
 
 def _abort_text(reason: str | None) -> str:

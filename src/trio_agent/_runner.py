@@ -53,7 +53,7 @@ from . import _events as ev
 from ._batch import Batch
 from ._errors import AgentRunError
 from ._policy import TERMINATED, Decision, decide, interrupted, natural_end
-from ._run_state import Interrupt, RunState, default_convert, interrupt_batch
+from ._run_state import Interrupt, RunState, default_convert
 from ._sink import OnEvent, SinkFailure
 from ._stream import StreamAccumulator
 from ._util import NO_SCOPE, maybe_await, representative
@@ -260,7 +260,7 @@ class Runner(RunState):
         self.steps += 1
         # The reply and its batch run in the run's own scope: an interrupt cancels it,
         # and the run ends this turn in a fresh one (see _end_cut_turn).
-        message = await self._stream(request, self.scope)
+        message = await self._stream(request)
         if self.interrupting == "requested":
             # An interrupted reply is kept (stop reason aborted) but the run goes on:
             # its calls are skipped and the steering poll delivers what interrupted it.
@@ -272,7 +272,7 @@ class Runner(RunState):
             self.turn_decision = decision
             # Run from here, not from a helper coroutine: one frame less kept alive
             # while the tools run.
-            batch = self._start_batch(message, decision.calls, self.scope)
+            batch = self._start_batch(message, decision.calls)
             await batch.run()
             if await self._finish_batch(batch):
                 decision = TERMINATED  # every result set terminate: no further request
@@ -312,13 +312,12 @@ class Runner(RunState):
             )
         return decision
 
-    async def _stream(
-        self, request: ModelRequest, scope: trio.CancelScope | None
-    ) -> AssistantMessage:
+    async def _stream(self, request: ModelRequest) -> AssistantMessage:
         """Stream the reply; it enters the transcript (see :meth:`_end_reply`).
 
-        ``scope`` is the turn's: an interrupt cancels it while the reply streams, and the
-        turn ends the reply. The idle timeout has a scope of its own, here.
+        An interrupt cancels the run's scope while the reply streams, and the run ends
+        the reply in a fresh one (:meth:`_end_cut_turn`). The idle timeout has a scope
+        of its own, here.
         """
         acc = StreamAccumulator()
         self.acc = acc
@@ -328,7 +327,6 @@ class Runner(RunState):
         timer = trio.CancelScope() if idle is not None else None
         span = math.inf if idle is None else idle
         sink = self.sink
-        self.stream_scope = scope
         with timer if timer is not None else NO_SCOPE:
             if timer is not None:
                 timer.deadline = trio.current_time() + span
@@ -368,7 +366,6 @@ class Runner(RunState):
     async def _end_reply(self) -> AssistantMessage:
         """The reply is over — finished, failed, or cut short by an interrupt — and
         enters the transcript; then its closing events go out."""
-        self.stream_scope = None  # from here an interrupt waits for the batch
         acc = self.acc
         if acc is None:
             # In already (an interrupt came while its closing events went out).
@@ -399,11 +396,9 @@ class Runner(RunState):
         self.turn_results.extend(results)
         await self.sink.emit(*events)
 
-    def _start_batch(
-        self, message: AssistantMessage, calls: tuple[Any, ...], scope: trio.CancelScope | None
-    ) -> Batch:
-        """The batch of ``calls``, made the run's current one (to run next, in the
-        turn's ``scope``)."""
+    def _start_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> Batch:
+        """The batch of ``calls``, made the run's current one (to run next, in the run's
+        scope)."""
         context = self.context
         if self.config.before_tool_call is not None or self.config.after_tool_call is not None:
             # The hooks see the conversation as it stands, this reply included.
@@ -415,13 +410,12 @@ class Runner(RunState):
             config=self.config,
             sink=self.sink,
             append=self._append,
-            scope=scope,
         )
         batch.probe = self.probe
         self.batch = batch
         if self.interrupting == "pending":
             self.interrupting = "none"
-            interrupt_batch(batch)
+            self._interrupt_batch(batch)
         return batch
 
     async def _finish_batch(self, batch: Batch) -> bool:
