@@ -965,6 +965,60 @@ async def test_a_run_interrupted_again_and_again_goes_on_and_can_still_be_aborte
     assert_consistent(result, events, model.requests)
 
 
+async def test_an_interrupt_on_a_batchs_last_end_event_answers_each_call_once() -> None:
+    """The consumer interrupts as it receives the ToolExecutionEnd of a batch's last
+    call: the batch is over by the time the run next checks for a cancel. Each call
+    keeps its one result (none skipped a second time) and the run goes on."""
+    queue, poll = one_shot_queue()
+
+    async def quick(c: ToolCall, args: Mapping[str, Any], tc: ToolContext) -> str:  # noqa: ASYNC124
+        return f"done {c.id}"
+
+    model = ScriptedModel([tool_use(call("a"), call("b"), call("c")), reply("ok")])
+    events: list[Any] = []
+    async with open_agent_loop(
+        prompt(), ctx(make_tool("probe", quick)), model, LoopConfig(get_steering_messages=poll)
+    ) as run:
+        async for event in run.events:
+            events.append(event)
+            ends = [e for e in events if isinstance(e, ToolExecutionEnd)]
+            if isinstance(event, ToolExecutionEnd) and len(ends) == 3:
+                queue.append(UserMessage.text("and now"))
+                assert run.interrupt()
+    result = run.result
+    assert result is not None
+    results = [m for m in result.messages if m.role == "tool_result"]
+    assert sorted(r.tool_call_id for r in results) == ["a", "b", "c"]  # type: ignore[union-attr]
+    assert all(r.text == f"done {r.tool_call_id}" for r in results)  # type: ignore[union-attr]
+    assert (result.reason, result.steps) == ("stop", 2)
+    assert model.requests[1].messages[-1].content[0].text == "and now"  # type: ignore[union-attr]
+    assert_consistent(result, events, model.requests)
+
+
+async def test_an_interrupt_on_a_replys_end_event_skips_its_calls_once() -> None:
+    """The consumer interrupts as it receives the end of a reply that asks for calls:
+    the reply is over, its batch not started — the calls are skipped, once each."""
+    queue, poll = one_shot_queue()
+    model = ScriptedModel([tool_use(call("a"), call("b")), reply("ok")])
+    events: list[Any] = []
+    async with open_agent_loop(
+        prompt(), ctx(make_tool()), model, LoopConfig(get_steering_messages=poll)
+    ) as run:
+        async for event in run.events:
+            events.append(event)
+            if isinstance(event, MessageUpdate) and event.event.type == "toolcall_end":
+                if event.message.tool_calls and len(event.message.tool_calls) == 2:
+                    queue.append(UserMessage.text("not those"))
+                    assert run.interrupt()
+    result = run.result
+    assert result is not None
+    results = [m for m in result.messages if m.role == "tool_result"]
+    assert [r.tool_call_id for r in results] == ["a", "b"]  # type: ignore[union-attr]
+    assert {r.text for r in results} == {"Tool call skipped: interrupted by user."}  # type: ignore[union-attr]
+    assert (result.reason, result.steps) == ("stop", 2)
+    assert_consistent(result, events, model.requests)
+
+
 async def test_interrupt_without_a_steering_hook_does_not_hang() -> None:
     model = ScriptedModel([tool_use(call("a")), reply()])
     with trio.fail_after(5):

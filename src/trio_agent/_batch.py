@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import trio
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ._observer import ObservedCall, Probe
     from ._sink import EventDelivery
 
-__all__ = ["Batch", "CallState"]
+__all__ = ["Batch", "CallState", "Closed"]
 
 
 class CallState(ToolContext):
@@ -103,6 +103,20 @@ class CallState(ToolContext):
         )
 
 
+class Closed(NamedTuple):
+    """What the run takes from a batch that is over (see :meth:`Batch.close`)."""
+
+    events: list[ev.AgentEvent]
+    """The events still owed: the stopped calls' start and end events."""
+    results: list[ToolResultMessage]
+    """Every call's result, in declaration order."""
+    unappended: list[ToolResultMessage]
+    """The results not in the transcript yet, in declaration order (now marked in)."""
+    stats: ev.TurnStats
+    terminate: bool
+    """Every result set ``terminate`` (and there was at least one)."""
+
+
 Append = Callable[[ToolResultMessage], list[ev.AgentEvent]]
 """Appends a result to the transcript at once; returns its MessageStart/MessageEnd."""
 
@@ -115,6 +129,7 @@ class Batch:
 
     __slots__ = (
         "_append",
+        "_clock",
         "_ended_at",
         "_interleave",
         "_peak",
@@ -153,6 +168,8 @@ class Batch:
         self.stop_text = "Tool call aborted: the run was aborted."
         self._running = 0
         self._peak = 0
+        # The run's clock, read directly: a call is timed twice.
+        self._clock = trio.lowlevel.current_clock()
         self._started_at = math.nan
         self._ended_at = math.nan
         self.probe: Probe | None = None  # set by the run when something observes it
@@ -162,16 +179,13 @@ class Batch:
     def sequential(self) -> bool:
         if self.config.tool_execution == "sequential":
             return True
-        for st in self.states:
-            tool = self._tools.get(st.call.name)
-            if tool is not None and tool.execution_mode == "sequential":
-                return True
-        return False
+        named = {name for name, t in self._tools.items() if t.execution_mode == "sequential"}
+        return bool(named) and any(st.call.name in named for st in self.states)
 
     async def run(self) -> None:
         """Run the batch. When the run's scope is cancelled (an interrupt, an abort),
         ``Cancelled`` propagates with the calls unfinished; the run ends them."""
-        self._started_at = trio.current_time()
+        self._started_at = self._clock.current_time()
         try:
             if self.sequential():
                 self._interleave = True
@@ -200,63 +214,62 @@ class Batch:
         finally:
             self._ended_at = trio.current_time()
 
-    def finish_unfinished(self) -> list[ev.AgentEvent]:
-        """Give every call without a result its stop result; the events still owed."""
+    def close(self) -> Closed:
+        """Give every call without a result its stop result, and hand over what the run
+        takes from the batch (one pass over the calls)."""
         events: list[ev.AgentEvent] = []
+        results: list[ToolResultMessage] = []
+        unappended: list[ToolResultMessage] = []
+        timings: list[ev.CallTiming] = []
+        total = longest = waited = 0.0
+        terminate = bool(self.states)
         for st in self.states:
             if not st.start_emitted:
                 st.start_emitted = True
                 events.append(st.start_event())
-            if st.result is None:
-                st.result = make_result(st.call, self.stop_text, is_error=True)
+            result = st.result
+            if result is None:
+                result = st.result = make_result(st.call, self.stop_text, is_error=True)
                 st.outcome = self.stop_outcome
                 if st.obs is not None:
-                    st.obs.end(st.result, st.outcome)
+                    st.obs.end(result, st.outcome)
                 events.append(st.end_event())
-        return events
-
-    def results(self) -> list[ToolResultMessage]:
-        return [st.result for st in self.states if st.result is not None]
-
-    def take_unappended(self) -> list[ToolResultMessage]:
-        """The results not in the transcript yet, in declaration order; marks them in.
-
-        In sequential mode each finished call's result is already there (appended as
-        the call settled); the rest — all of them in parallel mode — are the caller's
-        to append now.
-        """
-        out = []
-        for st in self.states:
-            if st.result is not None and not st.appended:
+            results.append(result)
+            if not st.appended:
+                # In sequential mode a finished call's result is in the transcript
+                # already (appended as the call settled); the rest are the run's to
+                # append now.
                 st.appended = True
-                out.append(st.result)
-        return out
-
-    def all_terminate(self) -> bool:
-        return bool(self.states) and all(st.terminate for st in self.states)
-
-    def stats(self) -> ev.TurnStats:
-        timings = tuple(
-            ev.CallTiming(
-                call_id=st.call.id,
-                tool_name=st.call.name,
-                start=st.start,
-                end=st.end,
-                waited=st.waited,
-            )
-            for st in self.states
-            if not math.isnan(st.start) and not math.isnan(st.end)
-        )
-        durations = [t.end - t.start for t in timings]
-        ended = self._ended_at if not math.isnan(self._ended_at) else trio.current_time()
-        return ev.TurnStats(
+                unappended.append(result)
+            terminate = terminate and st.terminate
+            start, end = st.start, st.end
+            # NaN (the call never ran, or never finished) is the one value not equal
+            # to itself.
+            if start == start and end == end:
+                duration = end - start
+                total += duration
+                if duration > longest:
+                    longest = duration
+                waited += st.waited
+                timings.append(
+                    ev.CallTiming(
+                        call_id=st.call.id,
+                        tool_name=st.call.name,
+                        start=start,
+                        end=end,
+                        waited=st.waited,
+                    )
+                )
+        ended = self._ended_at if not math.isnan(self._ended_at) else self._clock.current_time()
+        stats = ev.TurnStats(
             wall_time=ended - self._started_at if not math.isnan(self._started_at) else 0.0,
-            critical_path=max(durations, default=0.0),
-            total_call_time=sum(durations),
+            critical_path=longest,
+            total_call_time=total,
             peak_concurrency=self._peak,
-            waited_on_limit=sum(t.waited for t in timings),
-            calls=timings,
+            waited_on_limit=waited,
+            calls=tuple(timings),
         )
+        return Closed(events, results, unappended, stats, terminate)
 
     # --- one call ----------------------------------------------------------------------
 
@@ -327,7 +340,9 @@ class Batch:
     def _prepare_quietly(self, st: CallState) -> bool:
         """:meth:`_prepare` when nothing listens and no ``before_tool_call`` hook is set:
         nothing to await, so no coroutine per call."""
-        self._start(st)
+        st.start_emitted = True  # as _start, inline: this runs once per call
+        if self.probe is not None:
+            st.obs = self.probe.tool_call(st.call)
         failure = self._check(st)
         if failure is None:
             return True
@@ -391,8 +406,9 @@ class Batch:
         self._running += 1
         if self._running > self._peak:
             self._peak = self._running
-        st.start = trio.current_time()
+        st.start = self._clock.current_time()
         timer: trio.CancelScope | None = None
+        content: tuple[Text | Image, ...]
         # The call's observation is current while its tool runs (in the call's task).
         token = st.obs.activate() if st.obs is not None else None
         try:
@@ -405,7 +421,10 @@ class Batch:
                     output = ""  # replaced by the timed-out result below
                     with trio.CancelScope(deadline=st.start + timeout) as timer:
                         output = await tool.execute(call, st.args, st)
-                content, details, terminate, is_error = _normalize(output)
+                if type(output) is str:
+                    content, details, terminate, is_error = (Text(text=output),), None, False, False
+                else:
+                    content, details, terminate, is_error = _normalize(output)
             except Exception as exc:
                 if st.obs is not None:
                     st.obs.exception = exc
@@ -413,7 +432,7 @@ class Batch:
                 details, terminate, is_error = None, False, True
         finally:
             self._running -= 1
-            st.end = trio.current_time()
+            st.end = self._clock.current_time()
             if st.obs is not None:
                 st.obs.deactivate(token)
         if timer is not None and timer.cancelled_caught:

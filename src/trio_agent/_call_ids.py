@@ -55,9 +55,10 @@ class CallIds:
         if not calls:
             return message
         taken = self.taken
-        renames = {c.id: c.id for c in calls if c.id in taken}
-        if renames:
-            in_reply = {c.id for c in calls}
+        ids = [c.id for c in calls]
+        if not taken.isdisjoint(ids):
+            renames = {i: i for i in ids if i in taken}
+            in_reply = set(ids)
             if self.next_suffix is None:
                 self.next_suffix = {}
             for old in renames:
@@ -76,5 +77,6 @@ class CallIds:
                     for b in message.content
                 ),
             )
-        taken.update(c.id for c in message.tool_calls)
+            ids = [c.id for c in message.tool_calls]
+        taken.update(ids)
         return message

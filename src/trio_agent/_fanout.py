@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["Fanout", "Subscriber", "Subscription"]
 
 _UPDATES = (ev.MessageUpdate, ev.ToolExecutionUpdate)
+_HELD = (ev.TurnEnd, ev.AgentEnd)
+"""Events never handed over at once: ``TurnEnd`` waits for the next event, ``AgentEnd``
+for the owner's state to be final."""
 
 
 @attrs.define(eq=False)
@@ -71,18 +74,40 @@ class Fanout:
         kind = type(event)
         subs = self.subscribers
         if not self.owed:
+            if len(subs) == 1 and kind not in _HELD:
+                # The usual case, kept short: one subscriber, nothing owed.
+                sub = subs[0]
+                try:
+                    sub.send.send_nowait(event)
+                except trio.WouldBlock:
+                    if sub.drop_updates and kind in _UPDATES:
+                        return None
+                    return self._send(sub, event)  # wait, without trying again first
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.unsubscribe(sub)
+                return None
             if not subs:
                 if kind is ev.AgentEnd:
                     finalize()
                 return None
-            if kind is not ev.TurnEnd and kind is not ev.AgentEnd:
-                if len(subs) == 1 and self._hand_now(subs[0], event):
-                    return None  # taken at once: nothing to await
+            if kind not in _HELD:
                 return self._publish_one(event, tuple(subs))
         self.owed.append((event, tuple(subs)))
         if kind is ev.TurnEnd:
             return None
         return self.publish(finalize)
+
+    async def _send(self, sub: Subscriber, event: ev.AgentEvent) -> None:
+        """Wait until ``sub`` takes ``event`` (its channel was found full); a cancel
+        leaves it owed (an update is dropped), a subscriber that left is dropped."""
+        try:
+            await sub.send.send(event)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.unsubscribe(sub)
+        except trio.Cancelled:
+            if not isinstance(event, _UPDATES):
+                self.owed.append((event, (sub,)))
+            raise
 
     def _hand_now(self, sub: Subscriber, event: ev.AgentEvent) -> bool:
         """Hand ``event`` to ``sub`` if its channel takes it at once (a reader already

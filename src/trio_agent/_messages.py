@@ -168,7 +168,7 @@ class AssistantMessage:
     @functools.cached_property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The tool calls, in declaration order (computed once)."""
-        return tuple(b for b in self.content if type(b) is ToolCall)
+        return tuple([b for b in self.content if type(b) is ToolCall])
 
     @property
     def text(self) -> str:

@@ -73,6 +73,8 @@ decision, and recognises it by identity (``decide`` never returns it)."""
 
 
 def _distinct(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    if len({call.id for call in calls}) == len(calls):
+        return calls
     seen: set[str] = set()
     out = []
     for call in calls:

@@ -102,6 +102,8 @@ class MessageQueues:
         # Delivered messages are a prefix of the taken ones (the loop appends pending
         # messages in the order the polls returned them); identity, not equality, since
         # a user may queue two equal messages.
+        if not taken:
+            return
         counts = Counter(id(m) for m in delivered)
         back: dict[Kind, list[Message]] = {"steering": [], "follow_up": []}
         for kind, message in taken:

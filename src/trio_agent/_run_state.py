@@ -303,6 +303,15 @@ class RunState:
             return []
         return [ev.MessageStart(message=message), ev.MessageEnd(message=message)]
 
+    def _append_results(self, results: list[ToolResultMessage]) -> list[ev.AgentEvent]:
+        """:meth:`_append` for a batch's results, all at once."""
+        self.transcript.extend(results)
+        self.new_messages.extend(results)
+        self.llm_view.extend(results)
+        if not self.has_sink:
+            return []
+        return [e for r in results for e in (ev.MessageStart(message=r), ev.MessageEnd(message=r))]
+
     def _close(self, reason: ev.EndReason) -> None:
         """End the run: pair every call, close the turn, queue the closing events."""
         if self.ended:
@@ -329,10 +338,11 @@ class RunState:
         answered = {r.tool_call_id for r in self.turn_results}
         batch = self.batch
         if batch is not None:
-            events.extend(batch.finish_unfinished())
-            new_results.extend(batch.results())
-            to_append.extend(batch.take_unappended())
-            self.turn_stats = batch.stats()
+            closed = batch.close()
+            events.extend(closed.events)
+            new_results.extend(closed.results)
+            to_append.extend(closed.unappended)
+            self.turn_stats = closed.stats
             self.batch = None
         answered.update(r.tool_call_id for r in new_results)
         if self.turn_message is not None:

@@ -274,6 +274,11 @@ class Runner(RunState):
             # while the tools run.
             batch = self._start_batch(message, decision.calls)
             await batch.run()
+            # An interrupt that came after the last call settled cancelled the run's
+            # scope with no checkpoint since: take that cancel now, while the batch is
+            # still the run's, so that the resumed run ends this batch (each call keeps
+            # its result) — never later, when it would take the turn for a cut reply.
+            await trio.lowlevel.checkpoint_if_cancelled()
             if await self._finish_batch(batch):
                 decision = TERMINATED  # every result set terminate: no further request
         elif decision.action == "skip":
@@ -371,6 +376,9 @@ class Runner(RunState):
             # In already (an interrupt came while its closing events went out).
             assert self.turn_message is not None
             return self.turn_message
+        # As after a batch: an interrupt's cancel not taken yet is taken while the reply
+        # is still the one in flight.
+        await trio.lowlevel.checkpoint_if_cancelled()
         if acc.final is None and self._interrupt_is("requested"):
             acc.fail("interrupted by user", "aborted")
         message = self.call_ids.fresh(acc.finish())
@@ -420,15 +428,13 @@ class Runner(RunState):
 
     async def _finish_batch(self, batch: Batch) -> bool:
         """Take the ran batch's results; True when every result set ``terminate``."""
-        events = batch.finish_unfinished()
-        results = batch.results()
-        self.turn_stats = batch.stats()
-        terminate = batch.all_terminate()
+        closed = batch.close()
+        self.turn_stats = closed.stats
         self.batch = None
-        for result in batch.take_unappended():
-            events.extend(self._append(result))
-        self.turn_results.extend(results)
+        events = closed.events
+        events.extend(self._append_results(closed.unappended))
+        self.turn_results.extend(closed.results)
         await self.sink.emit(*events)
         if self.lifecycle == "aborting":
             await self._checkpoint_abort()
-        return terminate
+        return closed.terminate

@@ -88,27 +88,24 @@ class EventDelivery:
         """
         if not self.listening:
             return
-        queue: Sequence[tuple[ev.AgentEvent, bool]] | None = None
+        items: Sequence[ev.AgentEvent] = events
+        called: Sequence[bool] = ()  # per redo entry: its on_event call was made
         if self.redo:
-            queue = [*self.redo, *((e, False) for e in events)]
+            items = [e for e, _ in self.redo] + list(events)
+            called = [c for _, c in self.redo]
             self.redo = []
+        redone = len(called)
         on_event = self.on_event
         send = self.send
-        for i in range(len(queue) if queue is not None else len(events)):
-            if queue is not None:
-                event, called = queue[i]
-            else:
-                event, called = events[i], False
+        for i, event in enumerate(items):
             try:
-                if not called:
-                    called = True
-                    if on_event is not None and not self.sink_dead:
-                        try:
-                            result = on_event(event)
-                            if result is not None:
-                                await result
-                        except Exception as exc:
-                            raise SinkFailure(exc) from exc
+                if on_event is not None and not self.sink_dead and (i >= redone or not called[i]):
+                    try:
+                        result = on_event(event)
+                        if result is not None:
+                            await result
+                    except Exception as exc:
+                        raise SinkFailure(exc) from exc
                 if send is not None and not self.send_dead:
                     try:
                         # Taken at once (a consumer already waiting, or room in the
@@ -122,21 +119,25 @@ class EventDelivery:
                         if self.consumer_gone is not None:
                             self.consumer_gone()
             except BaseException:
-                if queue is None:
-                    queue = [(e, False) for e in events]
-                self._owe(queue, i)
+                self._owe(items, called, i)
                 raise
 
-    def _owe(self, queue: Sequence[tuple[ev.AgentEvent, bool]], i: int) -> None:
-        """The delivery of ``queue[i]`` was interrupted: keep what is left for later.
+    def _owe(self, items: Sequence[ev.AgentEvent], called: Sequence[bool], i: int) -> None:
+        """The delivery of ``items[i]`` was interrupted: keep what is left for later
+        (``called``: which of the first items had their ``on_event`` call made).
 
-        The interrupted event is kept only if its channel ``send`` is still owed (its
-        ``on_event`` call, made, counts as delivered); update events are not kept.
+        The interrupted event's ``on_event`` call was made (it counts as delivered), so
+        it is kept only if its channel ``send`` is still owed; update events are not
+        kept.
         """
-        event = queue[i][0]
+        event = items[i]
         if self.send is not None and not self.send_dead and not isinstance(event, _DROPPABLE):
             self.redo.append((event, True))
-        self.redo.extend(e for e in queue[i + 1 :] if not isinstance(e[0], _DROPPABLE))
+        self.redo.extend(
+            (e, j < len(called) and called[j])
+            for j, e in enumerate(items[i + 1 :], i + 1)
+            if not isinstance(e, _DROPPABLE)
+        )
 
     def owe(self, events: Sequence[ev.AgentEvent]) -> None:
         """Queue ``events`` (the closing ones) for the next delivery, if anyone listens."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import attrs
 
@@ -34,19 +34,36 @@ if TYPE_CHECKING:
 __all__ = ["StreamAccumulator"]
 
 _TEXT, _THINKING, _CALL = 0, 1, 2
+_START, _DELTA, _END = 0, 1, 2
+_BLOCK_STEPS: dict[type, tuple[int, int]] = {
+    ev.TextStart: (_TEXT, _START),
+    ev.TextDelta: (_TEXT, _DELTA),
+    ev.TextEnd: (_TEXT, _END),
+    ev.ThinkingStart: (_THINKING, _START),
+    ev.ThinkingDelta: (_THINKING, _DELTA),
+    ev.ThinkingEnd: (_THINKING, _END),
+    ev.ToolCallStart: (_CALL, _START),
+    ev.ToolCallDelta: (_CALL, _DELTA),
+    ev.ToolCallEnd: (_CALL, _END),
+}
+"""What each block event does: to which kind of block, and how (one lookup per event)."""
 _STOP_REASONS = frozenset(get_args(StopReason))
 
 
 class _Block:
-    __slots__ = ("call_id", "final", "kind", "name", "parts", "signature")
+    """A block still streaming: its fragments so far. It lives only while the block is
+    open — once closed, its final part takes its place in ``StreamAccumulator.blocks``
+    and the builder is freed (a reply of many tool calls leaves no builder per call for
+    the garbage collector to count and walk)."""
 
-    def __init__(self, kind: int) -> None:
+    __slots__ = ("call_id", "kind", "name", "parts", "pos")
+
+    def __init__(self, kind: int, pos: int) -> None:
         self.kind = kind
+        self.pos = pos  # where the block sits in the reply's content
         self.parts: list[str] = []
-        self.final: Text | Thinking | ToolCall | None = None
         self.call_id = ""
         self.name = ""
-        self.signature: str | None = None
 
     def partial(self, count: int) -> Text | Thinking | ToolCall | None:
         """The block as it stood when it had ``count`` fragments (None: not showable)."""
@@ -66,6 +83,9 @@ class _Block:
         )
 
 
+Part = Text | Thinking | ToolCall
+
+
 class _Snapshot:
     __slots__ = ("_acc", "_n", "_open")
 
@@ -75,18 +95,14 @@ class _Snapshot:
         self._open = tuple((b, len(b.parts)) for b in acc.open_blocks)
 
     def materialize(self) -> AssistantMessage:
-        open_counts = {id(b): n for b, n in self._open}
-        content: list[Text | Thinking | ToolCall] = []
-        for block in self._acc.blocks[: self._n]:
-            count = open_counts.get(id(block))
-            if count is None:
-                if block.final is not None:
-                    content.append(block.final)
-            else:
-                part = block.partial(count)
-                if part is not None:
-                    content.append(part)
-        return self._acc.message(tuple(content), "stop")
+        # The blocks open at the snapshot may have closed since (their final part took
+        # their place): each is shown as it stood, from its own fragments.
+        content: list[Part | _Block | None] = list(self._acc.blocks[: self._n])
+        for block, count in self._open:
+            content[block.pos] = block.partial(count)
+        return self._acc.message(
+            tuple(p for p in content if p is not None and not isinstance(p, _Block)), "stop"
+        )
 
 
 class StreamAccumulator:
@@ -101,7 +117,9 @@ class StreamAccumulator:
     """
 
     def __init__(self, *, model: str = "", provider: str = "") -> None:
-        self.blocks: list[_Block] = []
+        # The reply's content so far: each block's final part once it closed, its
+        # builder while it streams.
+        self.blocks: list[Part | _Block] = []
         self.open_blocks: list[_Block] = []
         self._by_index: dict[int, _Block] = {}
         self.started = False
@@ -133,21 +151,12 @@ class StreamAccumulator:
     def empty(self) -> AssistantMessage:
         return self.message((), "stop")
 
-    def _block(self, index: int, kind: int) -> _Block:
-        block = self._by_index.get(index)
-        if block is None or block.final is not None:
-            block = _Block(kind)
-            self._by_index[index] = block
-            self.blocks.append(block)
-            self.open_blocks.append(block)
+    def _open(self, index: int, kind: int) -> _Block:
+        block = _Block(kind, len(self.blocks))
+        self._by_index[index] = block
+        self.blocks.append(block)
+        self.open_blocks.append(block)
         return block
-
-    def _close(self, block: _Block, final: Text | Thinking | ToolCall) -> None:
-        block.final = final
-        try:
-            self.open_blocks.remove(block)
-        except ValueError:
-            pass
 
     def feed(self, event: ev.AssistantEvent) -> bool:
         """Take one event; True when it is a block event to show as a ``MessageUpdate``.
@@ -157,34 +166,48 @@ class StreamAccumulator:
         """
         if self.final is not None:
             return False
+        step = _BLOCK_STEPS.get(type(event))
+        if step is None:
+            return self._edge(event)
+        self.started = True
+        kind, action = step
+        e: Any = event
+        if action == _DELTA:
+            block = self._by_index.get(e.index)
+            if block is None:
+                block = self._open(e.index, kind)
+            block.parts.append(e.delta)
+        elif action == _END:
+            # The final part takes the builder's place (the builder is freed).
+            if kind == _CALL:
+                final: Part = e.tool_call
+            elif kind == _TEXT:
+                final = Text(text=e.text)
+            else:
+                final = Thinking(thinking=e.thinking, signature=e.signature)
+            block = self._by_index.pop(e.index, None)
+            if block is None:
+                self.blocks.append(final)  # ended without a start
+            else:
+                self.blocks[block.pos] = final
+                open_blocks = self.open_blocks
+                if open_blocks[-1] is block:
+                    open_blocks.pop()
+                else:
+                    open_blocks.remove(block)
+        else:
+            block = self._by_index.get(e.index)
+            if block is None:
+                block = self._open(e.index, kind)
+            if kind == _CALL:
+                block.call_id = e.id
+                block.name = e.name
+        return True
+
+    def _edge(self, event: ev.AssistantEvent) -> bool:
+        """:meth:`feed` for the events that are not block events."""
         t = type(event)
-        if t is ev.TextDelta:
-            self._block(event.index, _TEXT).parts.append(event.delta)  # type: ignore[union-attr]
-        elif t is ev.ToolCallDelta:
-            self._block(event.index, _CALL).parts.append(event.delta)  # type: ignore[union-attr]
-        elif t is ev.ThinkingDelta:
-            self._block(event.index, _THINKING).parts.append(event.delta)  # type: ignore[union-attr]
-        elif t is ev.TextStart:
-            self._block(event.index, _TEXT)  # type: ignore[union-attr]
-        elif t is ev.ThinkingStart:
-            self._block(event.index, _THINKING)  # type: ignore[union-attr]
-        elif t is ev.ToolCallStart:
-            block = self._block(event.index, _CALL)  # type: ignore[union-attr]
-            block.call_id = event.id  # type: ignore[union-attr]
-            block.name = event.name  # type: ignore[union-attr]
-        elif t is ev.TextEnd:
-            block = self._block(event.index, _TEXT)  # type: ignore[union-attr]
-            self._close(block, Text(text=event.text))  # type: ignore[union-attr]
-        elif t is ev.ThinkingEnd:
-            block = self._block(event.index, _THINKING)  # type: ignore[union-attr]
-            self._close(
-                block,
-                Thinking(thinking=event.thinking, signature=event.signature),  # type: ignore[union-attr]
-            )
-        elif t is ev.ToolCallEnd:
-            block = self._block(event.index, _CALL)  # type: ignore[union-attr]
-            self._close(block, event.tool_call)  # type: ignore[union-attr]
-        elif t is ev.Start:
+        if t is ev.Start:
             self.started = True
             return False
         elif t is ev.Done:
@@ -206,10 +229,7 @@ class StreamAccumulator:
                 )
             self.final = msg
             return False
-        else:
-            raise TypeError(f"not an assistant event: {event!r}")
-        self.started = True
-        return True
+        raise TypeError(f"not an assistant event: {event!r}")
 
     def _terminal(self, message: object, kind: str) -> AssistantMessage | None:
         """The final message a ``Done``/``Error`` event carries, checked.
@@ -234,8 +254,8 @@ class StreamAccumulator:
 
     def _blocks_so_far(self) -> Iterator[Text | Thinking | ToolCall | UnfinishedCall]:
         for block in self.blocks:
-            if block.final is not None:
-                yield block.final
+            if not isinstance(block, _Block):
+                yield block
             elif block.kind == _CALL:
                 yield UnfinishedCall(name=block.name, call_id=block.call_id)
             else:

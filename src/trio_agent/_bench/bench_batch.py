@@ -81,7 +81,7 @@ def check_stats(result: Any, calls: int, elapsed: float) -> None:
 
 
 async def _ours(calls: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
-    model = ScriptedModel(replies)
+    model = ScriptedModel(replies, keep_requests=False)
     context = Context(tools=(SLEEP_TOOL,))
     with Stopwatch() as watch:
         result = await run_agent_loop([UserMessage.text("go")], context, model, LoopConfig())

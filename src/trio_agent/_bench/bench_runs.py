@@ -31,7 +31,7 @@ def script(runs: int) -> tuple[list[AssistantEvent], ...]:
 
 
 async def _ours(runs: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
-    models = [ScriptedModel(replies) for _ in range(runs)]
+    models = [ScriptedModel(replies, keep_requests=False) for _ in range(runs)]
     context = Context(tools=(SLEEP_TOOL,))
     config = LoopConfig()
     prompts = [UserMessage.text("go")]

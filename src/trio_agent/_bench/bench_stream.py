@@ -47,7 +47,7 @@ def script(deltas: int) -> list[AssistantEvent]:
 
 
 async def _ours(deltas: int, events: list[AssistantEvent]) -> Timing:
-    model = ScriptedModel([events])
+    model = ScriptedModel([events], keep_requests=False)
     seen = 0
 
     def on_event(event: AgentEvent) -> None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 async def _run(replies: Sequence[list[AssistantEvent]], observer: Any) -> Timing:
     turns = len(replies) - 1
-    model = ScriptedModel(replies)
+    model = ScriptedModel(replies, keep_requests=False)
     config = LoopConfig(max_steps=len(replies), observer=observer)
     with Stopwatch() as watch:
         result = await run_agent_loop(

@@ -86,7 +86,7 @@ def events_per_run(replies: Sequence[list[AssistantEvent]]) -> int:
 
 async def _ours(replies: Sequence[list[AssistantEvent]], consumer: bool) -> Timing:
     turns = len(replies) - 1
-    model = ScriptedModel(replies)
+    model = ScriptedModel(replies, keep_requests=False)
     context = Context(tools=(NOOP,))
     config = LoopConfig(max_steps=len(replies))
     prompts = [UserMessage.text("go")]
@@ -117,7 +117,7 @@ def ours_consumer(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing
 
 async def _agent(replies: Sequence[list[AssistantEvent]], subscriber: bool) -> Timing:
     turns = len(replies) - 1
-    model = ScriptedModel(replies)
+    model = ScriptedModel(replies, keep_requests=False)
     config = LoopConfig(max_steps=len(replies))
     seen = 0
     done = trio.Event()

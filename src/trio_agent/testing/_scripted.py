@@ -92,24 +92,38 @@ class ScriptedModel:
             assistant events (sent as is — for malformed streams), or a callable taking
             the ``ModelRequest`` and returning either.
         chunk_size: split text into deltas of this many characters.
+        keep_requests: record every request in ``requests`` (the default). False keeps
+            only their number: a run of many turns would otherwise hold a copy of the
+            conversation per request — quadratic memory, and as much for the garbage
+            collector to walk — which a real provider, sending each request once,
+            never holds (benchmarks and long runs set it).
 
     The first event is a full checkpoint (it yields, like a first network read); each
     later one only checks for cancellation. No task is started per stream.
     When the responses run out, the stream ends with an ``Error`` saying so.
 
     Attributes:
-        requests: every ``ModelRequest`` received, in order.
+        requests: every ``ModelRequest`` received, in order (empty when created with
+            ``keep_requests=False``).
+        request_count: how many requests were received.
     """
 
     def __init__(
-        self, responses: Iterable[Response] = (), *, chunk_size: int | None = None
+        self,
+        responses: Iterable[Response] = (),
+        *,
+        chunk_size: int | None = None,
+        keep_requests: bool = True,
     ) -> None:
         self._responses = list(responses)
         self._chunk_size = chunk_size
+        self._keep_requests = keep_requests
+        self.request_count = 0
         # Created on first use: a thousand models at once (one per run) stay small.
         self._cache: dict[int, Sequence[ev.AssistantEvent]] | None = None
         self._pauses: dict[tuple[int, int], PausePoint] | None = None
         self._failures: dict[tuple[int, int], BaseException] | None = None
+        self._points = False  # any pause or failure set (looked up at each event)
         self.requests: list[ModelRequest] = []
         self.open_streams = 0
 
@@ -123,6 +137,7 @@ class ScriptedModel:
         if self._pauses is None:
             self._pauses = {}
         self._pauses[(step, index)] = point
+        self._points = True
         return point
 
     def fail_at(self, step: int, index: int, error: BaseException) -> None:
@@ -130,6 +145,7 @@ class ScriptedModel:
         if self._failures is None:
             self._failures = {}
         self._failures[(step, index)] = error
+        self._points = True
 
     def _events(self, step: int, request: ModelRequest) -> Sequence[ev.AssistantEvent]:
         if step >= len(self._responses):
@@ -164,8 +180,10 @@ class ScriptedModel:
         return events
 
     def stream(self, request: ModelRequest) -> _ScriptStream:
-        step = len(self.requests)
-        self.requests.append(request)
+        step = self.request_count
+        self.request_count = step + 1
+        if self._keep_requests:
+            self.requests.append(request)
         return _ScriptStream(self, step, self._events(step, request))
 
 
@@ -198,7 +216,7 @@ class _ScriptStream:
     async def __anext__(self) -> ev.AssistantEvent:
         i = self._i
         model = self._model
-        if model._pauses is not None or model._failures is not None:
+        if model._points:
             key = (self._step, i)
             point = None if model._pauses is None else model._pauses.get(key)
             if point is not None:
