@@ -255,12 +255,12 @@ class Runner(RunState):
             await self._poll_steering()
             pending, self.pending = self.pending, []
             await self.sink.emit(*(e for m in pending for e in self._append(m)))
-        request = self._request(messages)
         await self._checkpoint_abort()
         self.steps += 1
         # The reply and its batch run in the run's own scope: an interrupt cancels it,
-        # and the run ends this turn in a fresh one (see _end_cut_turn).
-        message = await self._stream(request)
+        # and the run ends this turn in a fresh one (see _end_cut_turn). The request is
+        # no local here: it is not kept alive while the batch runs.
+        message = await self._stream(self._request(messages))
         if self.interrupting == "requested":
             # An interrupted reply is kept (stop reason aborted) but the run goes on:
             # its calls are skipped and the steering poll delivers what interrupted it.
