@@ -40,6 +40,11 @@ for the owner's state to be final."""
 class Subscriber:
     send: trio.MemorySendChannel[ev.AgentEvent]
     drop_updates: bool
+    # An unbuffered channel that has just taken an event at once: its reader has not
+    # run since (the run has not yielded), so the next event would not be taken at
+    # once either — it goes straight to waiting in `send`, without a try that fails.
+    full: bool = False
+    unbuffered: bool = True
 
 
 @final
@@ -77,8 +82,13 @@ class Fanout:
             if len(subs) == 1 and kind not in _HELD:
                 # The usual case, kept short: one subscriber, nothing owed.
                 sub = subs[0]
+                if sub.full:
+                    sub.full = False
+                    if not (sub.drop_updates and kind in _UPDATES):
+                        return self._send(sub, event)
                 try:
                     sub.send.send_nowait(event)
+                    sub.full = sub.unbuffered
                 except trio.WouldBlock:
                     if sub.drop_updates and kind in _UPDATES:
                         return None
@@ -210,7 +220,9 @@ class Subscription:
         fanout = self._fanout
         fanout._check_open()
         send, receive = trio.open_memory_channel[ev.AgentEvent](self._buffer)
-        self._sub = Subscriber(send=send, drop_updates=self._drop_updates)
+        self._sub = Subscriber(
+            send=send, drop_updates=self._drop_updates, unbuffered=self._buffer == 0
+        )
         fanout.subscribers.append(self._sub)
         fanout._on_change()
         return receive

@@ -166,7 +166,9 @@ class Runner(RunState):
     async def _poll(self, hook: Callable[[], Any] | None) -> None:
         if hook is None:
             return
-        messages = await maybe_await(hook())
+        messages = hook()
+        if hasattr(messages, "__await__"):  # maybe_await, inline: this runs every turn
+            messages = await messages
         if messages:
             self.pending.extend(messages)
 
