@@ -133,6 +133,16 @@ async def test_single_tool_round_trip_passes_call_and_progress() -> None:
     assert_consistent(result, rec.events, model.requests)
 
 
+async def test_a_scripted_model_can_count_requests_without_keeping_them() -> None:
+    script = [tool_use(call("c1")), tool_use(call("c2")), reply("done")]
+    kept, counted = ScriptedModel(script), ScriptedModel(script, keep_requests=False)
+    results = [await run_agent_loop(prompt(), ctx(make_tool()), m) for m in (kept, counted)]
+    # The same run either way; only what the model holds afterwards differs.
+    assert [m.role for m in results[0].messages] == [m.role for m in results[1].messages]
+    assert (kept.request_count, len(kept.requests)) == (3, 3)
+    assert (counted.request_count, counted.requests) == (3, [])
+
+
 @pytest.mark.parametrize(
     ("stop_reason", "end_reason", "why"),
     [

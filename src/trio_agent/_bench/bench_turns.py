@@ -2,10 +2,12 @@
 
 ``ours`` runs ``run_agent_loop`` (no event consumer) or ``open_agent_loop`` with a
 consumer reading every event; the model is ``ScriptedModel`` replaying prebuilt event
-lists (no task per stream). The floor is the loop a trio user would write by hand with
-nothing else: read the reply from an equally cheap in-memory stream (the same events,
-scheduled like ``ScriptedModel``'s), append it to a list, run its calls in a
-nursery, append the results. No validation, no events, no result objects.
+lists (no task per stream) and keeping no requests (a provider does not hold every
+request it sent; kept, they would be a copy of the conversation per turn). The floor is
+the loop a trio user would write by hand with nothing else: read the reply from an
+equally cheap in-memory stream (the same events, scheduled like ``ScriptedModel``'s),
+append it to a list, run its calls in a nursery, append the results. No validation, no
+events, no result objects.
 
 A third case puts the consumer in perspective: its floor is the same bare loop sending
 as many events as ours does, through the same kind of channel (buffer 0) to a consumer
