@@ -159,7 +159,7 @@ class AssistantMessage:
     role: ClassVar[Literal["assistant"]] = "assistant"
     content: tuple[Text | Thinking | ToolCall, ...] = attrs.field(converter=_tuple)
     stop_reason: StopReason
-    usage: Usage = attrs.field(factory=Usage)
+    usage: Usage = NO_USAGE  # immutable, so one shared instance (none made per message)
     model: str = ""
     provider: str = ""
     error_message: str | None = None
