@@ -340,9 +340,7 @@ class Batch:
     def _prepare_quietly(self, st: CallState) -> bool:
         """:meth:`_prepare` when nothing listens and no ``before_tool_call`` hook is set:
         nothing to await, so no coroutine per call."""
-        st.start_emitted = True  # as _start, inline: this runs once per call
-        if self.probe is not None:
-            st.obs = self.probe.tool_call(st.call)
+        self._start(st)
         failure = self._check(st)
         if failure is None:
             return True

@@ -40,9 +40,10 @@ for the owner's state to be final."""
 class Subscriber:
     send: trio.MemorySendChannel[ev.AgentEvent]
     drop_updates: bool
-    # An unbuffered channel that has just taken an event at once: its reader has not
-    # run since (the run has not yielded), so the next event would not be taken at
-    # once either — it goes straight to waiting in `send`, without a try that fails.
+    # An unbuffered channel that has just taken an event at once (or dropped an update,
+    # being full): its reader has not run since (the run has not yielded), so the next
+    # event would not be taken at once either — it goes straight to waiting in `send`,
+    # without a try that fails.
     full: bool = False
     unbuffered: bool = True
 
@@ -86,16 +87,10 @@ class Fanout:
                     sub.full = False
                     if not (sub.drop_updates and kind in _UPDATES):
                         return self._send(sub, event)
-                try:
-                    sub.send.send_nowait(event)
+                if self._hand_now(sub, event):
                     sub.full = sub.unbuffered
-                except trio.WouldBlock:
-                    if sub.drop_updates and kind in _UPDATES:
-                        return None
-                    return self._send(sub, event)  # wait, without trying again first
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self.unsubscribe(sub)
-                return None
+                    return None
+                return self._send(sub, event)  # wait, without trying again first
             if not subs:
                 if kind is ev.AgentEnd:
                     finalize()

@@ -303,15 +303,6 @@ class RunState:
             return []
         return [ev.MessageStart(message=message), ev.MessageEnd(message=message)]
 
-    def _append_results(self, results: list[ToolResultMessage]) -> list[ev.AgentEvent]:
-        """:meth:`_append` for a batch's results, all at once."""
-        self.transcript.extend(results)
-        self.new_messages.extend(results)
-        self.llm_view.extend(results)
-        if not self.has_sink:
-            return []
-        return [e for r in results for e in (ev.MessageStart(message=r), ev.MessageEnd(message=r))]
-
     def _close(self, reason: ev.EndReason) -> None:
         """End the run: pair every call, close the turn, queue the closing events."""
         if self.ended:

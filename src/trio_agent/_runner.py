@@ -166,9 +166,7 @@ class Runner(RunState):
     async def _poll(self, hook: Callable[[], Any] | None) -> None:
         if hook is None:
             return
-        messages = hook()
-        if hasattr(messages, "__await__"):  # maybe_await, inline: this runs every turn
-            messages = await messages
+        messages = await maybe_await(hook())
         if messages:
             self.pending.extend(messages)
 
@@ -434,7 +432,8 @@ class Runner(RunState):
         self.turn_stats = closed.stats
         self.batch = None
         events = closed.events
-        events.extend(self._append_results(closed.unappended))
+        for result in closed.unappended:
+            events.extend(self._append(result))
         self.turn_results.extend(closed.results)
         await self.sink.emit(*events)
         if self.lifecycle == "aborting":

@@ -92,12 +92,7 @@ class _Snapshot:
     def __init__(self, acc: StreamAccumulator) -> None:
         self._acc = acc
         self._n = len(acc.blocks)
-        open_blocks = acc.open_blocks
-        if len(open_blocks) == 1:  # the usual case, made without a generator
-            block = open_blocks[0]
-            self._open: tuple[tuple[_Block, int], ...] = ((block, len(block.parts)),)
-        else:
-            self._open = tuple((b, len(b.parts)) for b in open_blocks)
+        self._open = tuple((b, len(b.parts)) for b in acc.open_blocks)
 
     def materialize(self) -> AssistantMessage:
         # The blocks open at the snapshot may have closed since (their final part took

@@ -123,7 +123,6 @@ class ScriptedModel:
         self._cache: dict[int, Sequence[ev.AssistantEvent]] | None = None
         self._pauses: dict[tuple[int, int], PausePoint] | None = None
         self._failures: dict[tuple[int, int], BaseException] | None = None
-        self._points = False  # any pause or failure set (looked up at each event)
         self.requests: list[ModelRequest] = []
         self.open_streams = 0
 
@@ -137,7 +136,6 @@ class ScriptedModel:
         if self._pauses is None:
             self._pauses = {}
         self._pauses[(step, index)] = point
-        self._points = True
         return point
 
     def fail_at(self, step: int, index: int, error: BaseException) -> None:
@@ -145,7 +143,6 @@ class ScriptedModel:
         if self._failures is None:
             self._failures = {}
         self._failures[(step, index)] = error
-        self._points = True
 
     def _events(self, step: int, request: ModelRequest) -> Sequence[ev.AssistantEvent]:
         if step >= len(self._responses):
@@ -216,7 +213,7 @@ class _ScriptStream:
     async def __anext__(self) -> ev.AssistantEvent:
         i = self._i
         model = self._model
-        if model._points:
+        if model._pauses is not None or model._failures is not None:
             key = (self._step, i)
             point = None if model._pauses is None else model._pauses.get(key)
             if point is not None:
