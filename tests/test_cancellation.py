@@ -478,6 +478,44 @@ async def test_error_event_is_kept_with_its_partial_content() -> None:
     assert (result.reason, result.error_message) == ("error", "overloaded_error")
 
 
+async def test_a_reply_cut_mid_stream_keeps_the_same_partial_content_watched_or_not() -> None:
+    # Nobody watching, block events are only queued; a failure applies them, so the
+    # kept reply is the one a watched run keeps.
+    a = ToolCall(id="a", name="probe", arguments={"x": 1})
+    events = [
+        Start(),
+        TextStart(index=0),
+        TextDelta(index=0, delta="half "),
+        TextDelta(index=0, delta="done"),
+        TextEnd(index=0, text="half done"),
+        ToolCallStart(index=1, id="a", name="probe"),
+        ToolCallDelta(index=1, delta='{"x": 1}'),
+        ToolCallEnd(index=1, tool_call=a),
+        TextStart(index=2),
+        TextDelta(index=2, delta="cut "),
+        TextDelta(index=2, delta="here"),
+    ]
+    kept = []
+    for watched in (False, True):
+        model = ScriptedModel([events, reply()])
+        model.fail_at(0, 10, ConnectionError("connection reset"))
+        rec = Recorder()
+        result = await run_agent_loop(
+            prompt(), ctx(make_tool("probe")), model, on_event=rec if watched else None
+        )
+        assert result.reason == "error"
+        assert any(e.type == "message_update" for e in rec.events) == watched
+        assistant = result.messages[1]
+        assert isinstance(assistant, AssistantMessage)
+        kept.append((assistant.content, assistant.stop_reason, assistant.error_message))
+    assert kept[0] == kept[1]
+    content, stop_reason, error_message = kept[0]
+    assert content == (Text(text="half done"), a, Text(text="cut "))
+    assert stop_reason == "error"
+    assert error_message is not None
+    assert "connection reset" in error_message
+
+
 async def test_garbage_in_the_stream_is_a_model_error() -> None:
     result = await run_agent_loop(prompt(), ctx(), ScriptedModel([[Start(), "junk"]]))  # type: ignore[list-item]
     assert result.reason == "error"

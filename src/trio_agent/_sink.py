@@ -95,32 +95,51 @@ class EventDelivery:
             called = [c for _, c in self.redo]
             self.redo = []
         redone = len(called)
-        on_event = self.on_event
-        send = self.send
-        for i, event in enumerate(items):
-            try:
-                if on_event is not None and not self.sink_dead and (i >= redone or not called[i]):
+        on_event = None if self.sink_dead else self.on_event
+        i = 0
+        try:
+            for event in items:
+                if on_event is not None and (i >= redone or not called[i]):
                     try:
                         result = on_event(event)
                         if result is not None:
                             await result
                     except Exception as exc:
                         raise SinkFailure(exc) from exc
-                if send is not None and not self.send_dead:
-                    try:
-                        # Taken at once (a consumer already waiting, or room in the
-                        # buffer): no scheduling point per event; otherwise wait.
-                        try:
-                            send.send_nowait(event)
-                        except trio.WouldBlock:
-                            await send.send(event)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        self.send_dead = True
-                        if self.consumer_gone is not None:
-                            self.consumer_gone()
-            except BaseException:
-                self._owe(items, called, i)
-                raise
+                if self.send is not None and not self.send_dead and not self._hand(event):
+                    await self._send(event)
+                i += 1
+        except BaseException:
+            self._owe(items, called, i)
+            raise
+
+    def _hand(self, event: ev.AgentEvent) -> bool:
+        """Hand ``event`` to the channel if it takes it at once (a consumer already
+        waiting, or room in the buffer): no scheduling point per event. False when it
+        has to wait (:meth:`_send`)."""
+        assert self.send is not None
+        try:
+            self.send.send_nowait(event)
+        except trio.WouldBlock:
+            return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._gone()
+        return True
+
+    async def _send(self, event: ev.AgentEvent) -> None:
+        """Wait until the channel takes ``event``."""
+        assert self.send is not None
+        try:
+            await self.send.send(event)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._gone()
+
+    def _gone(self) -> None:
+        """The consumer closed the channel: it gets nothing more."""
+        if not self.send_dead:
+            self.send_dead = True
+            if self.consumer_gone is not None:
+                self.consumer_gone()
 
     def _owe(self, items: Sequence[ev.AgentEvent], called: Sequence[bool], i: int) -> None:
         """The delivery of ``items[i]`` was interrupted: keep what is left for later

@@ -1,7 +1,10 @@
 """Turning a model's event stream into one assistant message (sans-IO).
 
 Theory of operation: ``StreamAccumulator.feed`` takes events one at a time and keeps
-mutable per-block builders (lists of fragments). Each block event yields a snapshot that
+mutable per-block builders (lists of fragments). A block event is only queued when fed,
+and applied to its builder when something needs the partial content — a snapshot, a
+failure: a reply that ends with its ``Done`` event while nobody watches (the final
+message is ``Done``'s) never builds its blocks. Each block event yields a snapshot that
 records only *how far* the accumulation had gone (the number of blocks, and the fragment
 count of each block still open) — O(1) to make for the usual one-open-block stream — and
 builds the partial message only when someone reads it. Text is joined once per read, so
@@ -122,6 +125,8 @@ class StreamAccumulator:
         self.blocks: list[Part | _Block] = []
         self.open_blocks: list[_Block] = []
         self._by_index: dict[int, _Block] = {}
+        # Block events fed and not applied yet (see the module docstring).
+        self._later: list[ev.AssistantEvent] = []
         self.started = False
         self.start_emitted = False
         self.final: AssistantMessage | None = None
@@ -146,7 +151,15 @@ class StreamAccumulator:
 
     def snapshot(self) -> _Snapshot:
         """An O(1) snapshot of the partial message (built when read)."""
+        if self._later:
+            self._catch_up()
         return _Snapshot(self)
+
+    def _catch_up(self) -> None:
+        """Apply the block events fed since the last time."""
+        later, self._later = self._later, []
+        for event in later:
+            self._apply(event)
 
     def empty(self) -> AssistantMessage:
         return self.message((), "stop")
@@ -166,11 +179,15 @@ class StreamAccumulator:
         """
         if self.final is not None:
             return False
-        step = _BLOCK_STEPS.get(type(event))
-        if step is None:
+        if type(event) not in _BLOCK_STEPS:
             return self._edge(event)
         self.started = True
-        kind, action = step
+        self._later.append(event)
+        return True
+
+    def _apply(self, event: ev.AssistantEvent) -> None:
+        """Apply one block event to its builder."""
+        kind, action = _BLOCK_STEPS[type(event)]
         e: Any = event
         if action == _DELTA:
             block = self._by_index.get(e.index)
@@ -202,7 +219,6 @@ class StreamAccumulator:
             if kind == _CALL:
                 block.call_id = e.id
                 block.name = e.name
-        return True
 
     def _edge(self, event: ev.AssistantEvent) -> bool:
         """:meth:`feed` for the events that are not block events."""
@@ -253,6 +269,8 @@ class StreamAccumulator:
         return message
 
     def _blocks_so_far(self) -> Iterator[Text | Thinking | ToolCall | UnfinishedCall]:
+        if self._later:
+            self._catch_up()
         for block in self.blocks:
             if not isinstance(block, _Block):
                 yield block
