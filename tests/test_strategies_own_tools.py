@@ -25,7 +25,8 @@ from trio_agent.testing import (
     transcripts,
 )
 
-# Fixed and derandomized: the shares measured below are the same on every run.
+# Fixed and derandomized: the shares measured below are the same on every run of the
+# same tests in the same order (see below for what else moves them).
 FIXED = settings(
     max_examples=150,
     database=None,
@@ -159,7 +160,11 @@ def test_scripts_with_tools_run_the_users_tool_in_most_examples() -> None:
 
     one_run()
     assert examples >= 100
-    assert ran_body / called >= 0.85, f"add ran in {ran_body} of {called} runs calling it"
+    # Derandomized draws still depend on the process: Hypothesis mixes in constants it
+    # finds in the source of the local modules imported so far, so the examples change
+    # with the tests that ran before (the share measured 0.83-0.88 across orders). The
+    # bound is the claim, "most", with room for that.
+    assert ran_body / called >= 0.75, f"add ran in {ran_body} of {called} runs calling it"
     assert ran_body / examples >= 0.35, f"add ran in {ran_body} of {examples} runs"
 
 
