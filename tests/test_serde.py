@@ -22,6 +22,7 @@ from trio_agent import (
     loads,
 )
 from trio_agent._events import AgentEvent
+from trio_agent._messages import NO_USAGE, sum_usage
 from trio_agent._serde import event_to_json, from_jsonable, join_surrogate_pairs
 
 EVERY_KIND = [
@@ -79,6 +80,22 @@ def test_usage_total() -> None:
         == 10
     )
     assert Usage().total == 0
+
+
+def test_usage_sums_share_the_empty_usage() -> None:
+    some = Usage(input_tokens=1, output_tokens=2, cache_read_tokens=3, cache_write_tokens=4)
+    assert some + NO_USAGE is some
+    assert NO_USAGE + some is some
+    assert some + some == Usage(
+        input_tokens=2, output_tokens=4, cache_read_tokens=6, cache_write_tokens=8
+    )
+    # Nothing counted: the one shared empty usage, not a new object per run.
+    plain = AssistantMessage(content=(Text(text="hi"),), stop_reason="stop")
+    zero = AssistantMessage(content=(), stop_reason="stop", usage=Usage())
+    assert sum_usage([plain, zero, UserMessage.text("x")]) is NO_USAGE
+    assert sum_usage([]) is NO_USAGE
+    counted = AssistantMessage(content=(), stop_reason="stop", usage=some)
+    assert sum_usage([plain, counted, zero, counted]) == some + some
 
 
 @pytest.mark.parametrize(

@@ -92,9 +92,14 @@ class Usage:
     cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        """The two counts summed, field by field."""
+        """The two counts summed, field by field (one of them :data:`NO_USAGE`: the
+        other, no new object)."""
         if not isinstance(other, Usage):
             return NotImplemented
+        if other is NO_USAGE:
+            return self
+        if self is NO_USAGE:
+            return other
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
@@ -120,15 +125,20 @@ class Usage:
 
 def sum_usage(messages: Iterable[Message]) -> Usage:
     """The ``Usage`` of the assistant messages among ``messages``, summed field by field
-    (plain integer sums: cheap enough to run over a whole run at its end)."""
+    (plain integer sums: cheap enough to run over a whole run at its end). Nothing
+    counted is :data:`NO_USAGE` itself (no new object)."""
     i = o = r = w = 0
     for m in messages:
         if type(m) is AssistantMessage:
             u = m.usage
+            if u is NO_USAGE:
+                continue
             i += u.input_tokens
             o += u.output_tokens
             r += u.cache_read_tokens
             w += u.cache_write_tokens
+    if not (i or o or r or w):
+        return NO_USAGE
     return Usage(input_tokens=i, output_tokens=o, cache_read_tokens=r, cache_write_tokens=w)
 
 
