@@ -24,8 +24,15 @@ from trio_agent import (
     CustomMessage,
     LoopConfig,
     MessageUpdate,
+    Start,
     Text,
+    TextDelta,
+    TextEnd,
+    TextStart,
     ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
     ToolContext,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -34,6 +41,7 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
+from trio_agent._stream import StreamAccumulator
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:
@@ -348,6 +356,41 @@ async def test_events_are_immutable_snapshots() -> None:
     assert texts == ["", "ab", "abcd", "abcdef", "abcdefgh", "abcdefghij", "abcdefghij"]
     # reading them again, later, gives the same thing
     assert [u.message.text for u in rec.of(MessageUpdate)] == texts
+
+
+def test_snapshots_are_the_same_whenever_watching_starts() -> None:
+    # Block events are queued until something needs the partial content: a snapshot
+    # taken late (a subscriber that joins mid-reply) sees what one taken after every
+    # event sees, and so does every later snapshot and the cut-short reply.
+    events: list[Any] = [
+        Start(),
+        TextStart(index=0),
+        TextDelta(index=0, delta="ab"),
+        TextDelta(index=0, delta="cd"),
+        TextEnd(index=0, text="abcd"),
+        ToolCallStart(index=1, id="c1", name="probe"),
+        ToolCallDelta(index=1, delta='{"x": '),
+        ToolCallDelta(index=1, delta="1}"),
+        ToolCallEnd(index=1, tool_call=ToolCall(id="c1", name="probe", arguments={"x": 1})),
+        TextStart(index=2),
+        TextDelta(index=2, delta="ef"),
+    ]
+
+    def watch(first: int) -> tuple[list[Any], Any]:
+        acc = StreamAccumulator()
+        shown = []
+        for i, event in enumerate(events):
+            if acc.feed(event) and i >= first:
+                shown.append((i, acc.snapshot()))
+        return [(i, s.materialize().content) for i, s in shown], acc.fail("cut").content
+
+    always, cut = watch(0)
+    assert always[-1] == (10, (Text(text="abcd"), events[8].tool_call, Text(text="ef")))
+    assert cut == always[-1][1]
+    for first in (3, 6, 9, 10, 11):
+        late, late_cut = watch(first)
+        assert late == [x for x in always if x[0] >= first]
+        assert late_cut == cut
 
 
 async def test_continue_from_context_without_prompts() -> None:

@@ -4,7 +4,9 @@ Theory of operation: ``StreamAccumulator.feed`` takes events one at a time and k
 mutable per-block builders (lists of fragments). A block event is only queued when fed,
 and applied to its builder when something needs the partial content — a snapshot, a
 failure: a reply that ends with its ``Done`` event while nobody watches (the final
-message is ``Done``'s) never builds its blocks. Each block event yields a snapshot that
+message is ``Done``'s) never builds its blocks. Once a snapshot was taken, block events
+are applied as they are fed (someone watches: each is snapshotted next). Each block
+event yields a snapshot that
 records only *how far* the accumulation had gone (the number of blocks, and the fragment
 count of each block still open) — O(1) to make for the usual one-open-block stream — and
 builds the partial message only when someone reads it. Text is joined once per read, so
@@ -125,8 +127,10 @@ class StreamAccumulator:
         self.blocks: list[Part | _Block] = []
         self.open_blocks: list[_Block] = []
         self._by_index: dict[int, _Block] = {}
-        # Block events fed and not applied yet (see the module docstring).
+        # Block events fed and not applied yet (see the module docstring); once a
+        # snapshot was taken (someone watches), events are applied as they come.
         self._later: list[ev.AssistantEvent] = []
+        self._eager = False
         self.started = False
         self.start_emitted = False
         self.final: AssistantMessage | None = None
@@ -153,13 +157,14 @@ class StreamAccumulator:
         """An O(1) snapshot of the partial message (built when read)."""
         if self._later:
             self._catch_up()
+        self._eager = True
         return _Snapshot(self)
 
     def _catch_up(self) -> None:
         """Apply the block events fed since the last time."""
         later, self._later = self._later, []
         for event in later:
-            self._apply(event)
+            self._apply(event, _BLOCK_STEPS[type(event)])
 
     def empty(self) -> AssistantMessage:
         return self.message((), "stop")
@@ -179,15 +184,19 @@ class StreamAccumulator:
         """
         if self.final is not None:
             return False
-        if type(event) not in _BLOCK_STEPS:
+        step = _BLOCK_STEPS.get(type(event))
+        if step is None:
             return self._edge(event)
         self.started = True
-        self._later.append(event)
+        if self._eager:
+            self._apply(event, step)
+        else:
+            self._later.append(event)
         return True
 
-    def _apply(self, event: ev.AssistantEvent) -> None:
-        """Apply one block event to its builder."""
-        kind, action = _BLOCK_STEPS[type(event)]
+    def _apply(self, event: ev.AssistantEvent, step: tuple[int, int]) -> None:
+        """Apply one block event to its builder (``step``: its ``_BLOCK_STEPS`` entry)."""
+        kind, action = step
         e: Any = event
         if action == _DELTA:
             block = self._by_index.get(e.index)
