@@ -9,12 +9,20 @@ import trio
 
 from trio_agent import (
     AgentEvent,
+    AssistantEvent,
     AssistantMessage,
     Context,
     ModelRequest,
+    Start,
     Text,
+    TextDelta,
+    TextEnd,
+    TextStart,
     Tool,
     ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
     ToolContext,
     ToolOutput,
     UserMessage,
@@ -40,6 +48,27 @@ def reply(text: str = "done", stop_reason: Any = "stop", *calls: ToolCall) -> As
         stop_reason=stop_reason,
         error_message="boom" if stop_reason in ("error", "aborted") else None,
     )
+
+
+def reply_cut_in_its_third_block() -> tuple[list[AssistantEvent], tuple[Any, ...]]:
+    """A reply's events up to a cut inside its third block — a finished text block, a
+    finished call to ``probe`` (its arguments in two deltas), then text still streaming —
+    and the content a reply cut there keeps."""
+    done = ToolCall(id="c1", name="probe", arguments={"x": 1})
+    events: list[AssistantEvent] = [
+        Start(),
+        TextStart(index=0),
+        TextDelta(index=0, delta="half "),
+        TextDelta(index=0, delta="done"),
+        TextEnd(index=0, text="half done"),
+        ToolCallStart(index=1, id="c1", name="probe"),
+        ToolCallDelta(index=1, delta='{"x": '),
+        ToolCallDelta(index=1, delta="1}"),
+        ToolCallEnd(index=1, tool_call=done),
+        TextStart(index=2),
+        TextDelta(index=2, delta="cut "),
+    ]
+    return events, (Text(text="half done"), done, Text(text="cut "))
 
 
 def prompt(text: str = "go") -> list[UserMessage]:

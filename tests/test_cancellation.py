@@ -21,6 +21,7 @@ from loopkit import (
     make_tool,
     prompt,
     reply,
+    reply_cut_in_its_third_block,
     sleeper,
     tool_use,
 )
@@ -481,24 +482,10 @@ async def test_error_event_is_kept_with_its_partial_content() -> None:
 async def test_a_reply_cut_mid_stream_keeps_the_same_partial_content_watched_or_not() -> None:
     # Nobody watching, block events are only queued; a failure applies them, so the
     # kept reply is the one a watched run keeps.
-    a = ToolCall(id="a", name="probe", arguments={"x": 1})
-    events = [
-        Start(),
-        TextStart(index=0),
-        TextDelta(index=0, delta="half "),
-        TextDelta(index=0, delta="done"),
-        TextEnd(index=0, text="half done"),
-        ToolCallStart(index=1, id="a", name="probe"),
-        ToolCallDelta(index=1, delta='{"x": 1}'),
-        ToolCallEnd(index=1, tool_call=a),
-        TextStart(index=2),
-        TextDelta(index=2, delta="cut "),
-        TextDelta(index=2, delta="here"),
-    ]
-    kept = []
+    events, partial = reply_cut_in_its_third_block()
     for watched in (False, True):
         model = ScriptedModel([events, reply()])
-        model.fail_at(0, 10, ConnectionError("connection reset"))
+        model.fail_at(0, len(events), ConnectionError("connection reset"))
         rec = Recorder()
         result = await run_agent_loop(
             prompt(), ctx(make_tool("probe")), model, on_event=rec if watched else None
@@ -507,13 +494,10 @@ async def test_a_reply_cut_mid_stream_keeps_the_same_partial_content_watched_or_
         assert any(e.type == "message_update" for e in rec.events) == watched
         assistant = result.messages[1]
         assert isinstance(assistant, AssistantMessage)
-        kept.append((assistant.content, assistant.stop_reason, assistant.error_message))
-    assert kept[0] == kept[1]
-    content, stop_reason, error_message = kept[0]
-    assert content == (Text(text="half done"), a, Text(text="cut "))
-    assert stop_reason == "error"
-    assert error_message is not None
-    assert "connection reset" in error_message
+        assert assistant.content == partial
+        assert assistant.stop_reason == "error"
+        assert assistant.error_message is not None
+        assert "connection reset" in assistant.error_message
 
 
 async def test_garbage_in_the_stream_is_a_model_error() -> None:

@@ -15,6 +15,7 @@ from loopkit import (
     make_tool,
     prompt,
     reply,
+    reply_cut_in_its_third_block,
     sleeper,
     tool_use,
 )
@@ -24,15 +25,8 @@ from trio_agent import (
     CustomMessage,
     LoopConfig,
     MessageUpdate,
-    Start,
     Text,
-    TextDelta,
-    TextEnd,
-    TextStart,
     ToolCall,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
     ToolContext,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -362,19 +356,7 @@ def test_snapshots_are_the_same_whenever_watching_starts() -> None:
     # Block events are queued until something needs the partial content: a snapshot
     # taken late (a subscriber that joins mid-reply) sees what one taken after every
     # event sees, and so does every later snapshot and the cut-short reply.
-    events: list[Any] = [
-        Start(),
-        TextStart(index=0),
-        TextDelta(index=0, delta="ab"),
-        TextDelta(index=0, delta="cd"),
-        TextEnd(index=0, text="abcd"),
-        ToolCallStart(index=1, id="c1", name="probe"),
-        ToolCallDelta(index=1, delta='{"x": '),
-        ToolCallDelta(index=1, delta="1}"),
-        ToolCallEnd(index=1, tool_call=ToolCall(id="c1", name="probe", arguments={"x": 1})),
-        TextStart(index=2),
-        TextDelta(index=2, delta="ef"),
-    ]
+    events, partial = reply_cut_in_its_third_block()
 
     def watch(first: int) -> tuple[list[Any], Any]:
         acc = StreamAccumulator()
@@ -385,12 +367,12 @@ def test_snapshots_are_the_same_whenever_watching_starts() -> None:
         return [(i, s.materialize().content) for i, s in shown], acc.fail("cut").content
 
     always, cut = watch(0)
-    assert always[-1] == (10, (Text(text="abcd"), events[8].tool_call, Text(text="ef")))
-    assert cut == always[-1][1]
-    for first in (3, 6, 9, 10, 11):
+    assert always[-1] == (len(events) - 1, partial)
+    assert cut == partial
+    for first in range(2, len(events) + 1):
         late, late_cut = watch(first)
         assert late == [x for x in always if x[0] >= first]
-        assert late_cut == cut
+        assert late_cut == partial
 
 
 async def test_continue_from_context_without_prompts() -> None:
