@@ -212,7 +212,7 @@ class Batch:
                             for st in runnable:
                                 nursery.start_soon(self._execute_now, st)
         finally:
-            self._ended_at = trio.current_time()
+            self._ended_at = self._clock.current_time()
 
     def close(self) -> Closed:
         """Give every call without a result its stop result, and hand over what the run
@@ -406,7 +406,6 @@ class Batch:
             self._peak = self._running
         st.start = self._clock.current_time()
         timer: trio.CancelScope | None = None
-        content: tuple[Text | Image, ...]
         # The call's observation is current while its tool runs (in the call's task).
         token = st.obs.activate() if st.obs is not None else None
         try:
@@ -419,10 +418,7 @@ class Batch:
                     output = ""  # replaced by the timed-out result below
                     with trio.CancelScope(deadline=st.start + timeout) as timer:
                         output = await tool.execute(call, st.args, st)
-                if type(output) is str:
-                    content, details, terminate, is_error = (Text(text=output),), None, False, False
-                else:
-                    content, details, terminate, is_error = _normalize(output)
+                content, details, terminate, is_error = _normalize(output)
             except Exception as exc:
                 if st.obs is not None:
                     st.obs.exception = exc

@@ -198,12 +198,7 @@ class StreamAccumulator:
         """Apply one block event to its builder (``step``: its ``_BLOCK_STEPS`` entry)."""
         kind, action = step
         e: Any = event
-        if action == _DELTA:
-            block = self._by_index.get(e.index)
-            if block is None:
-                block = self._open(e.index, kind)
-            block.parts.append(e.delta)
-        elif action == _END:
+        if action == _END:
             # The final part takes the builder's place (the builder is freed).
             if kind == _CALL:
                 final: Part = e.tool_call
@@ -211,23 +206,26 @@ class StreamAccumulator:
                 final = Text(text=e.text)
             else:
                 final = Thinking(thinking=e.thinking, signature=e.signature)
-            block = self._by_index.pop(e.index, None)
-            if block is None:
+            ended = self._by_index.pop(e.index, None)
+            if ended is None:
                 self.blocks.append(final)  # ended without a start
             else:
-                self.blocks[block.pos] = final
+                self.blocks[ended.pos] = final
                 open_blocks = self.open_blocks
-                if open_blocks[-1] is block:
+                if open_blocks[-1] is ended:
                     open_blocks.pop()
                 else:
-                    open_blocks.remove(block)
-        else:
-            block = self._by_index.get(e.index)
-            if block is None:
-                block = self._open(e.index, kind)
-            if kind == _CALL:
-                block.call_id = e.id
-                block.name = e.name
+                    open_blocks.remove(ended)
+            return
+        # A start or a delta: its block's builder (opened by whichever comes first).
+        block = self._by_index.get(e.index)
+        if block is None:
+            block = self._open(e.index, kind)
+        if action == _DELTA:
+            block.parts.append(e.delta)
+        elif kind == _CALL:
+            block.call_id = e.id
+            block.name = e.name
 
     def _edge(self, event: ev.AssistantEvent) -> bool:
         """:meth:`feed` for the events that are not block events."""
