@@ -1,14 +1,17 @@
 """Bad input is stopped where it comes in, and what a run writes always loads again.
 
-At the door: ``prompts`` must be a ``str`` (one user message) or a sequence of messages,
-``Context.tools`` must hold ``Tool``\\s — anything else is a ``TypeError`` before the run
-starts. Inside a run: a tool's result content, a model's stop reason and the message a
-terminal event carries are checked where they arrive; a wrong one becomes that call's
-error result or an ``error`` reply, and the transcript on disk loads and checks.
+At the door: ``prompts`` must be a ``str`` (one user message) or a sequence of messages
+whose free-form values a transcript can store, ``Context.tools`` must hold ``Tool``\\s —
+anything else is a ``TypeError`` before the run starts; the Agent's queues refuse such a
+message the same way. Inside a run: a tool's result content and details, a poll's result,
+a model's stop reason and the message a terminal event carries are checked where they
+arrive; a wrong one becomes that call's error result, a failed run naming the hook, or an
+``error`` reply, and the transcript on disk loads and checks.
 """
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,6 +33,7 @@ from trio_agent import (
     AgentEnd,
     AssistantMessage,
     Context,
+    CustomMessage,
     Done,
     Error,
     Image,
@@ -66,6 +70,18 @@ if TYPE_CHECKING:
 # --- prompts at the door ---------------------------------------------------------------
 
 
+def _result_with_details(call_id: str, details: Any) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=call_id, tool_name="probe", content=(Text(text="r"),), details=details
+    )
+
+
+def _circular() -> dict[str, Any]:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    return loop
+
+
 async def test_a_str_prompt_is_one_user_message() -> None:
     model = ScriptedModel([reply("hello")])
     result = await run_agent_loop("hi", ctx(), model)
@@ -98,6 +114,26 @@ BAD_PROMPTS = [
         id="list-holding-a-dict",
     ),
     pytest.param((m for m in ()), "not generator", id="generator"),
+    pytest.param(
+        [UserMessage.text("a"), CustomMessage(kind="note", details={"when": object()})],
+        "prompts[1].details is not JSON data: Object of type object is not JSON serializable",
+        id="custom-details-not-json",
+    ),
+    pytest.param(
+        [CustomMessage(kind="note", content=[1j])],
+        "prompts[0].content is not JSON data: Object of type complex",
+        id="custom-content-complex",
+    ),
+    pytest.param(
+        [UserMessage.text("a"), tool_use(call("c1")), _result_with_details("c1", Decimal(1))],
+        "prompts[2].details is not JSON data: Object of type Decimal",
+        id="tool-result-details-bytes",
+    ),
+    pytest.param(
+        [UserMessage.text("a"), tool_use(call("c0"), call("c1", x=object()), text="t")],
+        "prompts[1].content[2].arguments is not JSON data",
+        id="tool-call-arguments-not-json",
+    ),
 ]
 
 
@@ -128,6 +164,11 @@ async def test_bad_prompts_fail_open_agent_loop_at_once(prompts: Any, says: str)
         pytest.param({"role": "user"}, "not dict {'role': 'user'}", id="mapping"),
         pytest.param(42, "not int 42", id="int"),
         pytest.param([UserMessage.text("a"), 7], "got int 7", id="list-holding-an-int"),
+        pytest.param(
+            [UserMessage.text("a"), CustomMessage(kind="note", details=_circular())],
+            "the message.details is not JSON data",
+            id="custom-details-circular",
+        ),
     ],
 )
 async def test_agent_prompt_rejects_what_is_not_a_message(prompt_value: Any, says: str) -> None:
@@ -156,6 +197,19 @@ async def test_agent_prompt_takes_a_str_a_message_or_several() -> None:
 
 
 # --- tools at the door -----------------------------------------------------------------
+
+
+async def test_agent_queues_refuse_a_message_that_is_not_json() -> None:
+    model = ScriptedModel([reply("never")])
+    bad = CustomMessage(kind="note", details={"amount": Decimal("1.5")})
+    async with open_agent(model) as agent:
+        with pytest.raises(TypeError, match=r"the message\.details is not JSON data.*Decimal"):
+            agent.steer(bad)
+        with pytest.raises(TypeError, match=r"the message\.details is not JSON data"):
+            agent.follow_up(bad)
+        assert not agent.has_queued_messages
+        agent.follow_up(CustomMessage(kind="note", details={"path": "/tmp", "n": [1, 2.5]}))
+        assert agent.has_queued_messages
 
 
 def test_context_tools_must_be_tools() -> None:
@@ -294,6 +348,166 @@ async def test_bad_content_from_after_tool_call_is_that_calls_error() -> None:
     assert end.result.text.startswith("after_tool_call failed: tool result content must be")
     assert result.reason == "stop"
     check_transcript(result.transcript)
+
+
+BAD_DETAILS = [
+    pytest.param({"when": object()}, "Object of type object is not JSON serializable", id="object"),
+    pytest.param([1, 2j], "Object of type complex", id="complex-inside"),
+    pytest.param({"amount": Decimal(1)}, "Object of type Decimal", id="decimal-inside"),
+    pytest.param(_circular(), "not JSON data", id="circular"),
+]
+
+
+@pytest.mark.parametrize(("details", "says"), BAD_DETAILS)
+async def test_details_that_are_not_json_are_that_calls_error(
+    details: Any, says: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "run.jsonl"
+    bad = make_tool("bad", _returning(ToolOutput(content="fine", details=details)))
+    good = make_tool("good", _returning(ToolOutput(content="fine", details={"n": 1})))
+    model = ScriptedModel([tool_use(call("c1", "bad"), call("c2", "good")), reply("noted")])
+    rec = Recorder()
+    async with JsonlTranscript(path) as sink:
+
+        async def both(event: Any) -> None:
+            rec(event)
+            await sink(event)
+
+        result = await run_agent_loop(prompt(), ctx(bad, good), model, on_event=both)
+    assert result.reason == "stop"
+    ends = {e.call_id: e for e in rec.of(ToolExecutionEnd)}
+    assert ends["c1"].outcome == "error"
+    assert ends["c1"].result.details is None
+    text = ends["c1"].result.text
+    assert text.startswith("ToolOutput.details is not JSON data: ")
+    assert says in text
+    assert ends["c2"].outcome == "ok"
+    assert ends["c2"].result.details == {"n": 1}
+    assert_consistent(result, rec.events, model.requests)
+    # The model heard about it, and the file holds every message of the run.
+    assert "ToolOutput.details is not JSON data" in str(model.requests[1].messages)
+    loaded = load_transcript(path)
+    assert loaded.torn_line is None
+    assert list(loaded.messages) == list(result.messages)
+    assert main(["check", str(path)]) == 0
+
+
+async def test_json_details_are_kept_and_load_again(tmp_path: Path) -> None:
+    details = {"s": "é", "n": [1, 2.5, -3], "ok": True, "none": None, "deep": {"a": [{}]}}
+    path = tmp_path / "run.jsonl"
+    model = ScriptedModel([tool_use(call("c1")), reply("ok")])
+    tool_ = make_tool("probe", _returning(ToolOutput(content="fine", details=details)))
+    async with JsonlTranscript(path) as sink:
+        result = await run_agent_loop(prompt(), ctx(tool_), model, on_event=sink)
+    (res,) = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert not res.is_error
+    assert res.details is details
+    assert list(load_transcript(path).messages) == list(result.messages)
+
+
+async def test_details_from_after_tool_call_that_are_not_json_are_that_calls_error() -> None:
+    from trio_agent import AfterToolCallResult, LoopConfig
+
+    async def after(_ctx: Any) -> AfterToolCallResult:
+        await trio.lowlevel.checkpoint()
+        return AfterToolCallResult(details={"at": object()})
+
+    model = ScriptedModel([tool_use(call("c1")), reply("ok")])
+    rec = Recorder()
+    result = await run_agent_loop(
+        prompt(), ctx(make_tool()), model, LoopConfig(after_tool_call=after), on_event=rec
+    )
+    (end,) = rec.of(ToolExecutionEnd)
+    assert end.outcome == "error"
+    assert end.result.text.startswith(
+        "after_tool_call failed: AfterToolCallResult.details is not JSON data: "
+    )
+    assert end.result.details is None
+    assert result.reason == "stop"
+    check_transcript(result.transcript)
+
+
+# --- what a poll returns -------------------------------------------------------------------
+
+
+async def test_a_poll_returning_a_str_delivers_one_user_message() -> None:
+    from trio_agent import LoopConfig
+
+    polls = iter(["steer me", None])
+    model = ScriptedModel([reply("first"), reply("second")])
+    result = await run_agent_loop(
+        prompt(),
+        ctx(),
+        model,
+        LoopConfig(get_steering_messages=lambda: next(polls, [])),
+    )
+    assert result.reason == "stop"
+    assert [type(m) for m in result.messages] == [UserMessage, UserMessage, AssistantMessage]
+    assert result.messages[1] == UserMessage(
+        content=(Text(text="steer me"),), timestamp=result.messages[1].timestamp
+    )
+
+
+BAD_POLLS = [
+    pytest.param(
+        ["hi"], "get_follow_up_messages()'s result[0] is str 'hi', not a message", id="list-of-str"
+    ),
+    pytest.param(
+        5,
+        "get_follow_up_messages()'s result must be a sequence of messages or a str, not int 5",
+        id="int",
+    ),
+    pytest.param(
+        UserMessage.text("hi"),
+        "get_follow_up_messages()'s result must be a sequence of messages or a str, not a "
+        "bare UserMessage",
+        id="bare-message",
+    ),
+    pytest.param(
+        [UserMessage.text("ok"), CustomMessage(kind="note", details=object())],
+        "get_follow_up_messages()'s result[1].details is not JSON data",
+        id="custom-details-object",
+    ),
+]
+
+
+@pytest.mark.parametrize(("polled", "says"), BAD_POLLS)
+async def test_a_poll_returning_a_wrong_value_fails_the_run_before_it_enters(
+    polled: Any, says: str, tmp_path: Path
+) -> None:
+    from trio_agent import AgentRunError, LoopConfig
+
+    path = tmp_path / "run.jsonl"
+    model = ScriptedModel([tool_use(call("c1")), reply("first"), reply("never")])
+    rec = Recorder()
+    async with JsonlTranscript(path) as sink:
+
+        async def both(event: Any) -> None:
+            rec(event)
+            await sink(event)
+
+        with pytest.raises(AgentRunError) as info:
+            await run_agent_loop(
+                prompt(),
+                ctx(make_tool()),
+                model,
+                LoopConfig(get_follow_up_messages=lambda: polled),
+                on_event=both,
+            )
+    assert says in str(info.value)
+    result = info.value.result
+    assert result is not None
+    # Nothing the poll returned entered the run: the transcript is the finished turns.
+    assert [type(m) for m in result.messages] == [
+        UserMessage,
+        AssistantMessage,
+        ToolResultMessage,
+        AssistantMessage,
+    ]
+    assert len(model.requests) == 2
+    check_transcript(result.transcript)
+    assert type(rec.events[-1]) is AgentEnd
+    assert list(load_transcript(path).messages) == list(result.messages)
 
 
 # --- what the model sends ----------------------------------------------------------------

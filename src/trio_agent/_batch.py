@@ -29,6 +29,7 @@ from ._config import (
     LoopConfig,
 )
 from ._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
+from ._serde import check_json
 from ._tools import Tool, ToolContext, ToolOutput
 from ._util import make_result, maybe_await, result_content, result_message
 
@@ -460,6 +461,11 @@ class Batch:
                         await self._fail(st, f"after_tool_call failed: {exc}", "error")
                         return
                 if change.details is not None:
+                    try:
+                        check_json(change.details, "AfterToolCallResult.details")
+                    except TypeError as exc:
+                        await self._fail(st, f"after_tool_call failed: {exc}", "error")
+                        return
                     details = change.details
                 if change.is_error is not None:
                     is_error = change.is_error
@@ -487,5 +493,9 @@ def _normalize(
     if isinstance(output, str):
         return (Text(text=output),), None, False, False
     if isinstance(output, ToolOutput):
+        if output.details is not None:
+            # Checked here, not when a sink writes the result: the call gets an error
+            # result naming the problem, and the run goes on.
+            check_json(output.details, "ToolOutput.details")
         return result_content(output.content), output.details, output.terminate, output.is_error
     raise TypeError(f"a tool must return a str or a ToolOutput, not {type(output).__name__}")

@@ -91,7 +91,11 @@ class AfterToolCallContext:
 
 @attrs.frozen(kw_only=True)
 class AfterToolCallResult:
-    """Replace parts of a call's result; ``None`` keeps the field."""
+    """Replace parts of a call's result; ``None`` keeps the field.
+
+    ``details`` must be JSON data, as ``ToolOutput.details``: otherwise the call's result
+    is an error saying so (``after_tool_call failed: ...``).
+    """
 
     content: str | Sequence[Text | Image] | None = None
     details: Any = None
@@ -137,7 +141,11 @@ class LoopConfig:
         transform_context: runs before ``convert_to_llm``, per request.
         before_tool_call / after_tool_call: per-call hooks: before a call runs (may
             block it with a reason) and after it ran (may replace its result).
-        get_steering_messages / get_follow_up_messages: queue polls.
+        get_steering_messages / get_follow_up_messages: queue polls. A poll returns
+            what ``prompts`` accepts (a sequence of messages, or one ``str``), or None
+            or an empty sequence for nothing; anything else — or a message holding a
+            value that is not JSON data — fails the run (``AgentRunError`` naming the
+            hook) before any of it enters the transcript.
         prepare_next_turn: swap context, model or options before the next request.
         should_stop_after_turn: end the run (reason ``stopped``) after a turn.
         continue_after_length: a truncated reply with tool calls asks the model to

@@ -16,8 +16,8 @@ import trio
 from . import _events as ev
 from ._config import AgentRunResult, Context, LoopConfig
 from ._errors import AgentRunError
-from ._messages import as_prompts
 from ._runner import OnEvent, Runner
+from ._serde import as_prompts
 from ._util import representative
 
 if TYPE_CHECKING:

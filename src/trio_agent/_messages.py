@@ -228,11 +228,14 @@ MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage
 _NOT_A_SEQUENCE = (str, bytes, bytearray, memoryview)
 
 
-def as_prompts(prompts: object) -> list[Message]:
-    """``prompts`` — a sequence of messages, or one ``str`` — as a list of messages.
+def as_messages(prompts: object, what: str = "prompts") -> list[Message]:
+    """``prompts`` — a sequence of messages, or one ``str`` — as a list of messages (the
+    type check of ``_serde.as_prompts``, which also checks the values).
 
-    A ``str`` is one user message. Checked at the door, so that a wrong value fails
-    before anything runs rather than deep inside a run.
+    A ``str`` is one user message.
+
+    Args:
+        what: how error messages name ``prompts`` (a poll's result, say).
 
     Raises:
         TypeError: ``prompts`` is not a ``str`` or a sequence of messages (a bare
@@ -243,18 +246,18 @@ def as_prompts(prompts: object) -> list[Message]:
         return [UserMessage.text(prompts)]
     if isinstance(prompts, MESSAGE_TYPES):
         raise TypeError(
-            f"prompts must be a sequence of messages or a str, not a bare "
+            f"{what} must be a sequence of messages or a str, not a bare "
             f"{type(prompts).__name__}: pass [message]"
         )
     if not isinstance(prompts, Sequence) or isinstance(prompts, _NOT_A_SEQUENCE):
         raise TypeError(
-            f"prompts must be a sequence of messages or a str, not {describe_value(prompts)}"
+            f"{what} must be a sequence of messages or a str, not {describe_value(prompts)}"
         )
     out = list(prompts)
     for i, message in enumerate(out):
         if not isinstance(message, MESSAGE_TYPES):
             raise TypeError(
-                f"prompts[{i}] is {describe_value(message)}, not a message (UserMessage, "
+                f"{what}[{i}] is {describe_value(message)}, not a message (UserMessage, "
                 "AssistantMessage, ToolResultMessage or CustomMessage; for text, "
                 "UserMessage.text(...))"
             )

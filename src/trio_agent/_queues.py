@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import attrs
 
 from ._messages import MESSAGE_TYPES, Message, UserMessage, describe_value
+from ._serde import check_message
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -55,11 +56,13 @@ def as_message(message: object) -> Message:
     """``message`` as a message: a ``str`` becomes a user message.
 
     Raises:
-        TypeError: neither a message nor a ``str``.
+        TypeError: neither a message nor a ``str``, or a message holding a value a
+            transcript cannot store (see ``_serde.check_message``).
     """
     if isinstance(message, str):
         return UserMessage.text(message)
     if isinstance(message, MESSAGE_TYPES):
+        check_message(message, "the message")
         return message
     raise TypeError(f"expected a message or a str, got {describe_value(message)}")
 

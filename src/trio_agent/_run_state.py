@@ -29,12 +29,12 @@ from ._messages import (
     ToolCall,
     ToolResultMessage,
     Usage,
-    as_prompts,
     sum_usage,
 )
 from ._model import ModelRequest, ToolSpec
 from ._observer import Probe
 from ._policy import over_budget
+from ._serde import as_prompts
 from ._sink import EventDelivery, OnEvent
 from ._util import make_result
 

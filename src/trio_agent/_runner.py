@@ -54,6 +54,7 @@ from ._batch import Batch
 from ._errors import AgentRunError
 from ._policy import TERMINATED, Decision, decide, interrupted, natural_end
 from ._run_state import Interrupt, RunState, default_convert
+from ._serde import as_prompts
 from ._sink import OnEvent, SinkFailure
 from ._stream import StreamAccumulator
 from ._util import NO_SCOPE, maybe_await, representative
@@ -161,14 +162,17 @@ class Runner(RunState):
     async def _poll_steering(self) -> None:
         if self.interrupting == "pending":
             self.interrupting = "none"  # this poll delivers what an interrupt wanted
-        await self._poll(self.config.get_steering_messages)
+        await self._poll(self.config.get_steering_messages, "get_steering_messages")
 
-    async def _poll(self, hook: Callable[[], Any] | None) -> None:
+    async def _poll(self, hook: Callable[[], Any] | None, name: str) -> None:
+        """Call a poll hook; what it returns is checked as prompts are (a sequence of
+        messages or one str; None or empty for nothing): a wrong value fails the run
+        with an error naming the hook, before anything of it enters the transcript."""
         if hook is None:
             return
         messages = await maybe_await(hook())
         if messages:
-            self.pending.extend(messages)
+            self.pending.extend(as_prompts(messages, f"{name}()'s result"))
 
     async def _end(self, reason: ev.EndReason) -> None:
         self._close(reason)
@@ -215,7 +219,7 @@ class Runner(RunState):
                 ):
                     return await self._end("stopped")
                 await self._poll_steering()
-            await self._poll(config.get_follow_up_messages)
+            await self._poll(config.get_follow_up_messages, "get_follow_up_messages")
             if self.pending:
                 continue
             return await self._end(

@@ -33,11 +33,14 @@ from ._errors import TranscriptFormatError
 from ._messages import (
     AssistantMessage,
     ContentBlock,
+    CustomMessage,
     Image,
     Message,
     Text,
     Thinking,
     ToolCall,
+    ToolResultMessage,
+    as_messages,
 )
 
 __all__ = ["dumps", "join_surrogate_pairs", "loads"]
@@ -247,6 +250,65 @@ def join_surrogate_pairs(text: str) -> str:
     if _PAIR.search(text) is None:
         return text
     return _PAIR.sub(_join_pair, text)
+
+
+def check_json(value: Any, what: str) -> None:
+    """Check that ``value`` can be written to a transcript — encoded exactly as the
+    writers encode it (sets, bytes, paths and datetimes become JSON lists and strings) —
+    so that a value that cannot is refused where it enters a run instead of failing the
+    sink that writes it later.
+
+    Raises:
+        TypeError: it cannot; the message starts with ``what``.
+    """
+    try:
+        _json_text(to_jsonable(value))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TypeError(f"{what} is not JSON data: {exc}") from None
+
+
+def check_message(message: Message, what: str) -> None:
+    """Check the free-form values of ``message`` (``what`` names it in the error): a
+    custom message's ``content`` and ``details``, a tool result's ``details``, the
+    arguments of an assistant message's tool calls. The other fields are typed blocks
+    and strings, which every writer can encode.
+
+    Raises:
+        TypeError: one of them is not JSON data (see :func:`check_json`).
+    """
+    if type(message) is CustomMessage:
+        if message.content is not None:
+            check_json(message.content, f"{what}.content")
+        if message.details is not None:
+            check_json(message.details, f"{what}.details")
+    elif type(message) is ToolResultMessage:
+        if message.details is not None:
+            check_json(message.details, f"{what}.details")
+    elif type(message) is AssistantMessage:
+        for i, block in enumerate(message.content):
+            if type(block) is ToolCall:
+                check_json(block.arguments, f"{what}.content[{i}].arguments")
+
+
+def as_prompts(prompts: object, what: str = "prompts") -> list[Message]:
+    """``prompts`` — a sequence of messages, or one ``str`` — as a list of messages.
+
+    A ``str`` is one user message. Checked at the door, so that a wrong value fails
+    before anything runs rather than deep inside a run: the type of each message, and
+    its free-form values (:func:`check_message`).
+
+    Args:
+        what: how error messages name ``prompts`` (a poll's result, say).
+
+    Raises:
+        TypeError: ``prompts`` is not a ``str`` or a sequence of messages (a bare
+            message, bytes, a mapping, a list holding a non-message...), or a message
+            holds a value a transcript cannot store; the message names what was passed.
+    """
+    out = as_messages(prompts, what)
+    for i, message in enumerate(out):
+        check_message(message, f"{what}[{i}]")
+    return out
 
 
 def message_to_json(message: Message) -> str:

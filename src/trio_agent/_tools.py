@@ -18,7 +18,11 @@ class ToolOutput:
 
     Attributes:
         content: text, or blocks of text and images, sent back to the model.
-        details: JSON data for the application, not sent to the model.
+        details: JSON data for the application, not sent to the model. Checked when the
+            tool returns: a value a transcript writer cannot encode (an arbitrary
+            object, a ``Decimal``, a circular structure) makes the call's result an
+            error naming it, instead of failing the writer later. Sets, bytes, paths
+            and datetimes are written as JSON lists and strings.
         terminate: ask the loop to stop after this batch (it stops only when every
             result of the batch asks, and nothing is queued).
         is_error: report a failure while keeping ``details`` (raising an exception is
