@@ -11,6 +11,7 @@ arrive; a wrong one becomes that call's error result, a failed run naming the ho
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from trio_agent import (
     Text,
     TextDelta,
     TextStart,
+    Tool,
     ToolCall,
     ToolCallDelta,
     ToolCallEnd,
@@ -61,13 +63,28 @@ from trio_agent.cli import main
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
     from pathlib import Path
 
     from trio_agent import ToolContext
 
 
 # --- prompts at the door ---------------------------------------------------------------
+
+
+@asynccontextmanager
+async def recorded_transcript(
+    path: Path,
+) -> AsyncIterator[tuple[Recorder, Callable[[Any], Awaitable[None]]]]:
+    """A recorder and a JSONL transcript at ``path``, with the sink that feeds both."""
+    rec = Recorder()
+    async with JsonlTranscript(path) as sink:
+
+        async def both(event: Any) -> None:
+            rec(event)
+            await sink(event)
+
+        yield rec, both
 
 
 def _result_with_details(call_id: str, details: Any) -> ToolResultMessage:
@@ -274,36 +291,38 @@ BAD_CONTENT = [
 ]
 
 
-@pytest.mark.parametrize(("output", "says"), BAD_CONTENT)
-async def test_bad_result_content_is_that_calls_error(
-    output: Any, says: str, tmp_path: Path
-) -> None:
-    path = tmp_path / "run.jsonl"
-    bad = make_tool("bad", _returning(output))
-    good = make_tool("good")
-    model = ScriptedModel([tool_use(call("c1", "bad"), call("c2", "good")), reply("noted")])
-    rec = Recorder()
-    async with JsonlTranscript(path) as sink:
-
-        async def both(event: Any) -> None:
-            rec(event)
-            await sink(event)
-
+async def one_bad_call_beside_a_good_one(
+    path: Path, bad: Tool, good: Tool
+) -> tuple[ScriptedModel, dict[str, ToolExecutionEnd]]:
+    """Run a batch calling ``bad`` (c1) and ``good`` (c2) with a JSONL sink at ``path``:
+    c1 ends in an error result, c2 is untouched, and the file holds the whole run."""
+    model = ScriptedModel([tool_use(call("c1", bad.name), call("c2", good.name)), reply("noted")])
+    async with recorded_transcript(path) as (rec, both):
         result = await run_agent_loop(prompt(), ctx(bad, good), model, on_event=both)
     assert result.reason == "stop"
     ends = {e.call_id: e for e in rec.of(ToolExecutionEnd)}
     assert ends["c1"].outcome == "error"
     assert ends["c1"].is_error
-    text = ends["c1"].result.text
-    assert text.startswith("tool result content")
-    assert says in text
-    assert ends["c2"].outcome == "ok"  # the sibling is untouched
+    assert ends["c2"].outcome == "ok"
     assert_consistent(result, rec.events, model.requests)
     loaded = load_transcript(path)
     assert loaded.torn_line is None
     assert list(loaded.messages) == list(result.messages)
     check_transcript(loaded.messages)
     assert main(["check", str(path)]) == 0
+    return model, ends
+
+
+@pytest.mark.parametrize(("output", "says"), BAD_CONTENT)
+async def test_bad_result_content_is_that_calls_error(
+    output: Any, says: str, tmp_path: Path
+) -> None:
+    _, ends = await one_bad_call_beside_a_good_one(
+        tmp_path / "run.jsonl", make_tool("bad", _returning(output)), make_tool("good")
+    )
+    text = ends["c1"].result.text
+    assert text.startswith("tool result content")
+    assert says in text
 
 
 async def test_good_result_content_of_every_shape_is_kept() -> None:
@@ -331,25 +350,6 @@ async def test_good_result_content_of_every_shape_is_kept() -> None:
     ]
 
 
-async def test_bad_content_from_after_tool_call_is_that_calls_error() -> None:
-    from trio_agent import AfterToolCallResult, LoopConfig
-
-    async def after(_ctx: Any) -> AfterToolCallResult:
-        await trio.lowlevel.checkpoint()
-        return AfterToolCallResult(content=b"oops")  # type: ignore[arg-type]
-
-    model = ScriptedModel([tool_use(call("c1")), reply("ok")])
-    rec = Recorder()
-    result = await run_agent_loop(
-        prompt(), ctx(make_tool()), model, LoopConfig(after_tool_call=after), on_event=rec
-    )
-    (end,) = rec.of(ToolExecutionEnd)
-    assert end.outcome == "error"
-    assert end.result.text.startswith("after_tool_call failed: tool result content must be")
-    assert result.reason == "stop"
-    check_transcript(result.transcript)
-
-
 BAD_DETAILS = [
     pytest.param({"when": object()}, "Object of type object is not JSON serializable", id="object"),
     pytest.param([1, 2j], "Object of type complex", id="complex-inside"),
@@ -362,34 +362,17 @@ BAD_DETAILS = [
 async def test_details_that_are_not_json_are_that_calls_error(
     details: Any, says: str, tmp_path: Path
 ) -> None:
-    path = tmp_path / "run.jsonl"
-    bad = make_tool("bad", _returning(ToolOutput(content="fine", details=details)))
-    good = make_tool("good", _returning(ToolOutput(content="fine", details={"n": 1})))
-    model = ScriptedModel([tool_use(call("c1", "bad"), call("c2", "good")), reply("noted")])
-    rec = Recorder()
-    async with JsonlTranscript(path) as sink:
-
-        async def both(event: Any) -> None:
-            rec(event)
-            await sink(event)
-
-        result = await run_agent_loop(prompt(), ctx(bad, good), model, on_event=both)
-    assert result.reason == "stop"
-    ends = {e.call_id: e for e in rec.of(ToolExecutionEnd)}
-    assert ends["c1"].outcome == "error"
+    model, ends = await one_bad_call_beside_a_good_one(
+        tmp_path / "run.jsonl",
+        make_tool("bad", _returning(ToolOutput(content="fine", details=details))),
+        make_tool("good", _returning(ToolOutput(content="fine", details={"n": 1}))),
+    )
     assert ends["c1"].result.details is None
     text = ends["c1"].result.text
     assert text.startswith("ToolOutput.details is not JSON data: ")
     assert says in text
-    assert ends["c2"].outcome == "ok"
     assert ends["c2"].result.details == {"n": 1}
-    assert_consistent(result, rec.events, model.requests)
-    # The model heard about it, and the file holds every message of the run.
     assert "ToolOutput.details is not JSON data" in str(model.requests[1].messages)
-    loaded = load_transcript(path)
-    assert loaded.torn_line is None
-    assert list(loaded.messages) == list(result.messages)
-    assert main(["check", str(path)]) == 0
 
 
 async def test_json_details_are_kept_and_load_again(tmp_path: Path) -> None:
@@ -405,12 +388,29 @@ async def test_json_details_are_kept_and_load_again(tmp_path: Path) -> None:
     assert list(load_transcript(path).messages) == list(result.messages)
 
 
-async def test_details_from_after_tool_call_that_are_not_json_are_that_calls_error() -> None:
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        pytest.param(
+            {"content": b"oops"},
+            "after_tool_call failed: tool result content must be",
+            id="content",
+        ),
+        pytest.param(
+            {"details": {"at": object()}},
+            "after_tool_call failed: AfterToolCallResult.details is not JSON data: ",
+            id="details",
+        ),
+    ],
+)
+async def test_a_bad_value_from_after_tool_call_is_that_calls_error(
+    change: dict[str, Any], says: str
+) -> None:
     from trio_agent import AfterToolCallResult, LoopConfig
 
     async def after(_ctx: Any) -> AfterToolCallResult:
         await trio.lowlevel.checkpoint()
-        return AfterToolCallResult(details={"at": object()})
+        return AfterToolCallResult(**change)
 
     model = ScriptedModel([tool_use(call("c1")), reply("ok")])
     rec = Recorder()
@@ -419,9 +419,7 @@ async def test_details_from_after_tool_call_that_are_not_json_are_that_calls_err
     )
     (end,) = rec.of(ToolExecutionEnd)
     assert end.outcome == "error"
-    assert end.result.text.startswith(
-        "after_tool_call failed: AfterToolCallResult.details is not JSON data: "
-    )
+    assert end.result.text.startswith(says)
     assert end.result.details is None
     assert result.reason == "stop"
     check_transcript(result.transcript)
@@ -479,13 +477,7 @@ async def test_a_poll_returning_a_wrong_value_fails_the_run_before_it_enters(
 
     path = tmp_path / "run.jsonl"
     model = ScriptedModel([tool_use(call("c1")), reply("first"), reply("never")])
-    rec = Recorder()
-    async with JsonlTranscript(path) as sink:
-
-        async def both(event: Any) -> None:
-            rec(event)
-            await sink(event)
-
+    async with recorded_transcript(path) as (rec, both):
         with pytest.raises(AgentRunError) as info:
             await run_agent_loop(
                 prompt(),
@@ -520,13 +512,7 @@ async def test_an_unknown_stop_reason_is_an_error_reply(tmp_path: Path) -> None:
         stop_reason="content_filter",  # type: ignore[arg-type]
     )
     model = ScriptedModel([[Start(), Done(message=filtered)]])
-    rec = Recorder()
-    async with JsonlTranscript(path) as sink:
-
-        async def both(event: Any) -> None:
-            rec(event)
-            await sink(event)
-
+    async with recorded_transcript(path) as (rec, both):
         result = await run_agent_loop(prompt(), ctx(make_tool()), model, on_event=both)
     assert result.reason == "error"
     last = result.messages[1]
@@ -577,14 +563,8 @@ async def test_a_terminal_event_without_an_assistant_message_is_a_malformed_stre
         TextDelta(index=0, delta="half"),
         terminal(message=carried),
     ]
-    rec = Recorder()
     with trio.fail_after(5):
-        async with JsonlTranscript(path) as sink:
-
-            async def both(event: Any) -> None:
-                rec(event)
-                await sink(event)
-
+        async with recorded_transcript(path) as (rec, both):
             model = ScriptedModel([events])
             result = await run_agent_loop(prompt(), ctx(), model, on_event=both)
     assert result.reason == "error"
