@@ -290,9 +290,7 @@ def test_fresh_returns_a_reply_without_taken_ids_or_calls_as_it_is() -> None:
     assert ids.taken == {"a", "b"}
 
 
-@given(
-    st.lists(st.lists(st.sampled_from(["c0", "c1", "c0~2", "c1~3"]), max_size=4), max_size=6)
-)
+@given(st.lists(st.lists(st.sampled_from(["c0", "c1", "c0~2", "c1~3"]), max_size=4), max_size=6))
 def test_fresh_ids_never_collide_with_earlier_ones(replies: list[list[str]]) -> None:
     # Replies of distinct ids, each renamed in turn: no id is ever given twice.
     ids = CallIds([])

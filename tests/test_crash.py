@@ -170,9 +170,7 @@ async def test_kill_mid_batch(tmp_path: Path) -> None:
 
 async def test_kill_mid_sequential_batch(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
-    reported = await run_and_kill(
-        path, "mid_sequential_batch", lambda line, _: line == "READY"
-    )
+    reported = await run_and_kill(path, "mid_sequential_batch", lambda line, _: line == "READY")
     # Sequential: c1's result entered the transcript (and the file) before c2 started.
     assert [m.role for m in reported] == ["user", "assistant", "tool_result"]
     assert reported[2].tool_call_id == "c1"  # type: ignore[union-attr]

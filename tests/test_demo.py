@@ -152,9 +152,7 @@ def test_demo_json_and_transcript_option(folder: Path, tmp_path: Path) -> None:
     updates = [e for e in events if e["type"] == "message_update"]
     assert updates
     assert all(set(e) == {"type", "event"} for e in updates)
-    deltas = "".join(
-        e["event"]["delta"] for e in updates if e["event"]["type"] == "text_delta"
-    )
+    deltas = "".join(e["event"]["delta"] for e in updates if e["event"]["type"] == "text_delta")
     final_texts = "".join(
         b["text"]
         for e in events

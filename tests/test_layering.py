@@ -143,9 +143,7 @@ def layering_violations(graph: dict[str, set[str]]) -> list[str]:
         for target in sorted(targets):
             theirs = layer_of(target)
             if theirs > mine:
-                out.append(
-                    f"{module} ({LAYERS[mine][0]}) imports {target} ({LAYERS[theirs][0]})"
-                )
+                out.append(f"{module} ({LAYERS[mine][0]}) imports {target} ({LAYERS[theirs][0]})")
     return out
 
 

@@ -174,6 +174,8 @@ assert [m.role for m in loaded.messages] == ["user", "assistant", "tool_result",
 print("ok")
 """,
 }
+
+
 @pytest.mark.parametrize("name", sorted(SETUP))
 def test_a_readme_fragment_runs(name: str, tmp_path: Path) -> None:
     (code,) = [c for m, c in blocks() if m == f"fragment {name}"]

@@ -363,9 +363,7 @@ def test_an_end_after_a_parallel_batchs_result_messages_is_caught(good: ScriptRu
     moved += events[first_result + 1 :]
     assert any(
         "ToolExecutionEnd after the batch's result messages began" in v
-        for v in run_invariant_violations(
-            good.result, moved, good.requests, good.context_before
-        )
+        for v in run_invariant_violations(good.result, moved, good.requests, good.context_before)
     )
 
 

@@ -133,9 +133,7 @@ def interrupted(message: AssistantMessage) -> Decision:
     """What an interrupted reply means: each distinct call (by id) is skipped, and the run
     goes on (no ``end``)."""
     calls = tuple({c.id: c for c in message.tool_calls}.values())
-    return Decision(
-        action="skip" if calls else "none", calls=calls, skip_why="interrupted by user"
-    )
+    return Decision(action="skip" if calls else "none", calls=calls, skip_why="interrupted by user")
 
 
 def natural_end(last_reply: AssistantMessage | None, *, terminated: bool) -> EndReason:

@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_SCOPE",
-    "make_result", "maybe_await", "representative", "result_content", "result_message"]
+    "make_result",
+    "maybe_await",
+    "representative",
+    "result_content",
+    "result_message",
+]
 
 
 NO_SCOPE = contextlib.nullcontext()
@@ -64,13 +69,11 @@ def result_content(content: str | Sequence[Text | Image]) -> tuple[Text | Image,
             fields = (block.data, block.mime_type)
         else:
             raise TypeError(
-                f"tool result content[{i}] is a {type(block).__name__}, not a Text or "
-                "Image block"
+                f"tool result content[{i}] is a {type(block).__name__}, not a Text or Image block"
             )
         if not all(isinstance(f, str) for f in fields):
             raise TypeError(
-                f"tool result content[{i}]: a {type(block).__name__} whose fields are not "
-                "all str"
+                f"tool result content[{i}]: a {type(block).__name__} whose fields are not all str"
             )
     return tuple(content)
 
