@@ -425,6 +425,112 @@ async def test_a_bad_value_from_after_tool_call_is_that_calls_error(
     check_transcript(result.transcript)
 
 
+# --- what a hook returns -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hooks", "says"),
+    [
+        pytest.param(
+            {"before_tool_call": lambda _c: "nope"},
+            "before_tool_call failed: it returned str 'nope'; expected None or "
+            "BeforeToolCallResult",
+            id="before-str",
+        ),
+        pytest.param(
+            {"before_tool_call": lambda _c: {"block": True}},
+            "before_tool_call failed: it returned dict {'block': True}",
+            id="before-dict",
+        ),
+        pytest.param(
+            {"after_tool_call": lambda _c: "done"},
+            "after_tool_call failed: it returned str 'done'; expected None or AfterToolCallResult",
+            id="after-str",
+        ),
+    ],
+)
+async def test_a_call_hook_returning_a_wrong_value_fails_only_that_call(
+    hooks: dict[str, Any], says: str
+) -> None:
+    from trio_agent import LoopConfig
+
+    model = ScriptedModel([tool_use(call("c1"), call("c2", "other")), reply("ok")])
+    rec = Recorder()
+    seen: list[str] = []
+
+    def only_c1(hook: Any) -> Any:
+        def wrapped(c: Any) -> Any:
+            seen.append(c.tool_call.id)
+            return hook(c) if c.tool_call.id == "c1" else None
+
+        return wrapped
+
+    config = LoopConfig(**{name: only_c1(hook) for name, hook in hooks.items()})
+    result = await run_agent_loop(
+        prompt(), ctx(make_tool(), make_tool("other")), model, config, on_event=rec
+    )
+    assert result.reason == "stop"
+    assert sorted(seen) == ["c1", "c2"]
+    ends = {e.call_id: e for e in rec.of(ToolExecutionEnd)}
+    assert ends["c1"].outcome == "error"
+    assert ends["c1"].result.text.startswith(says)
+    assert ends["c2"].outcome == "ok"
+    assert_consistent(result, rec.events, model.requests)
+
+
+@pytest.mark.parametrize(
+    ("hooks", "says", "requests"),
+    [
+        pytest.param(
+            {"transform_context": lambda _m: None},
+            "transform_context returned NoneType None; expected a sequence of messages",
+            0,
+            id="transform-none",
+        ),
+        pytest.param(
+            {"transform_context": lambda _m: [1]},
+            "transform_context returned a sequence whose item 0 is int 1; expected messages",
+            0,
+            id="transform-ints",
+        ),
+        pytest.param(
+            {"convert_to_llm": lambda _m: "hi"},
+            "convert_to_llm returned str 'hi'; expected a sequence of messages",
+            0,
+            id="convert-str",
+        ),
+        pytest.param(
+            {"convert_to_llm": lambda m: [*m, "hi"]},
+            "convert_to_llm returned a sequence whose item 1 is str 'hi'; expected messages",
+            0,
+            id="convert-list-holding-str",
+        ),
+        pytest.param(
+            {"prepare_next_turn": lambda _t: "swap"},
+            "prepare_next_turn returned str 'swap'; expected None or NextTurn",
+            1,
+            id="prepare-str",
+        ),
+    ],
+)
+async def test_a_run_hook_returning_a_wrong_value_fails_the_run_naming_it(
+    hooks: dict[str, Any], says: str, requests: int
+) -> None:
+    from trio_agent import AgentRunError, LoopConfig
+
+    model = ScriptedModel([tool_use(call("c1")), reply("never")])
+    rec = Recorder()
+    with pytest.raises(AgentRunError) as info:
+        await run_agent_loop(prompt(), ctx(make_tool()), model, LoopConfig(**hooks), on_event=rec)
+    assert says in str(info.value)
+    assert len(model.requests) == requests  # nothing wrong was sent to the model
+    result = info.value.result
+    assert result is not None
+    assert result.reason == "error"
+    check_transcript(result.transcript)
+    assert type(rec.events[-1]) is AgentEnd
+
+
 # --- what a poll returns -------------------------------------------------------------------
 
 

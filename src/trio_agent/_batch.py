@@ -24,14 +24,16 @@ from . import _events as ev
 from ._arguments import InvalidArguments, check_arguments
 from ._config import (
     AfterToolCallContext,
+    AfterToolCallResult,
     BeforeToolCallContext,
+    BeforeToolCallResult,
     Context,
     LoopConfig,
 )
 from ._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
 from ._serde import check_json
 from ._tools import Tool, ToolContext, ToolOutput
-from ._util import make_result, maybe_await, result_content, result_message
+from ._util import hook_returned, make_result, maybe_await, result_content, result_message
 
 if TYPE_CHECKING:
     from ._observer import ObservedCall, Probe
@@ -364,15 +366,19 @@ class Batch:
             tool = st.tool
             assert tool is not None
             try:
-                decision = await maybe_await(
-                    before(
-                        BeforeToolCallContext(
-                            assistant_message=self.message,
-                            tool_call=st.call,
-                            args=st.args,
-                            context=self.context,
+                decision = hook_returned(
+                    "it",
+                    await maybe_await(
+                        before(
+                            BeforeToolCallContext(
+                                assistant_message=self.message,
+                                tool_call=st.call,
+                                args=st.args,
+                                context=self.context,
+                            )
                         )
-                    )
+                    ),
+                    BeforeToolCallResult,
                 )
             except Exception as exc:
                 return await self._fail(st, f"before_tool_call failed: {_describe(exc)}", "error")
@@ -436,19 +442,23 @@ class Batch:
         after = self.config.after_tool_call
         if after is not None:
             try:
-                change = await maybe_await(
-                    after(
-                        AfterToolCallContext(
-                            assistant_message=self.message,
-                            tool_call=call,
-                            args=st.args,
-                            result=ToolOutput(
-                                content=content, details=details, terminate=terminate
-                            ),
-                            is_error=is_error,
-                            context=self.context,
+                change = hook_returned(
+                    "it",
+                    await maybe_await(
+                        after(
+                            AfterToolCallContext(
+                                assistant_message=self.message,
+                                tool_call=call,
+                                args=st.args,
+                                result=ToolOutput(
+                                    content=content, details=details, terminate=terminate
+                                ),
+                                is_error=is_error,
+                                context=self.context,
+                            )
                         )
-                    )
+                    ),
+                    AfterToolCallResult,
                 )
             except Exception as exc:
                 await self._fail(st, f"after_tool_call failed: {_describe(exc)}", "error")

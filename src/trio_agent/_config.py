@@ -138,15 +138,20 @@ class LoopConfig:
             with stop reason ``error``.
         convert_to_llm: shapes the transcript for the model, per request (default: drop
             ``CustomMessage``).
-        transform_context: runs before ``convert_to_llm``, per request.
+        transform_context: runs before ``convert_to_llm``, per request. Both must return
+            a sequence of messages: anything else fails the run (``AgentRunError`` naming
+            the hook) before the request is sent.
         before_tool_call / after_tool_call: per-call hooks: before a call runs (may
-            block it with a reason) and after it ran (may replace its result).
+            block it with a reason) and after it ran (may replace its result). One that
+            raises, or returns anything but None or its result class, fails that call
+            only (an error result saying so).
         get_steering_messages / get_follow_up_messages: queue polls. A poll returns
             what ``prompts`` accepts (a sequence of messages, or one ``str``), or None
             or an empty sequence for nothing; anything else — or a message holding a
             value that is not JSON data — fails the run (``AgentRunError`` naming the
             hook) before any of it enters the transcript.
-        prepare_next_turn: swap context, model or options before the next request.
+        prepare_next_turn: swap context, model or options before the next request
+            (returns a ``NextTurn`` or None; anything else fails the run).
         should_stop_after_turn: end the run (reason ``stopped``) after a turn.
         continue_after_length: a truncated reply with tool calls asks the model to
             re-issue them instead of ending the run.

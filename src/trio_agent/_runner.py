@@ -51,13 +51,14 @@ import trio
 
 from . import _events as ev
 from ._batch import Batch
+from ._config import NextTurn
 from ._errors import AgentRunError
 from ._policy import TERMINATED, Decision, decide, interrupted, natural_end
 from ._run_state import Interrupt, RunState, default_convert
 from ._serde import as_prompts
 from ._sink import OnEvent, SinkFailure
 from ._stream import StreamAccumulator
-from ._util import NO_SCOPE, maybe_await, representative
+from ._util import NO_SCOPE, hook_messages, hook_returned, maybe_await, representative
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
@@ -201,7 +202,11 @@ class Runner(RunState):
                             return await self._end("usage_limit")
                         await self._checkpoint_abort()
                         if config.prepare_next_turn is not None:
-                            nxt = await maybe_await(config.prepare_next_turn(self._turn_context()))
+                            nxt = hook_returned(
+                                "prepare_next_turn",
+                                await maybe_await(config.prepare_next_turn(self._turn_context())),
+                                NextTurn,
+                            )
                             if nxt is not None:
                                 self._apply_next_turn(nxt)
                         if not self.pending:
@@ -233,9 +238,14 @@ class Runner(RunState):
             return self.llm_view
         messages: Sequence[Message] = self.transcript
         if config.transform_context is not None:
-            messages = await maybe_await(config.transform_context(tuple(messages)))
+            messages = hook_messages(
+                "transform_context",
+                await maybe_await(config.transform_context(tuple(messages))),
+            )
         if config.convert_to_llm is not None:
-            return await maybe_await(config.convert_to_llm(tuple(messages)))  # type: ignore[no-any-return]
+            return hook_messages(
+                "convert_to_llm", await maybe_await(config.convert_to_llm(tuple(messages)))
+            )
         return default_convert(messages)
 
     async def _turn(self) -> Decision:

@@ -1,7 +1,8 @@
 """Small helpers shared by the loop, the batch and the Agent.
 
-``maybe_await`` lets a hook be sync or async; ``make_result`` builds a tool result and
-checks its content; ``representative`` picks the one exception to raise for a group.
+``maybe_await`` lets a hook be sync or async, ``hook_returned`` and ``hook_messages``
+check what it returned; ``make_result`` builds a tool result and checks its content;
+``representative`` picks the one exception to raise for a group.
 """
 
 from __future__ import annotations
@@ -9,17 +10,25 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import abc
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import trio
 
-from ._messages import Image, Text, ToolCall, ToolResultMessage
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
+from ._messages import (
+    MESSAGE_TYPES,
+    Image,
+    Message,
+    Text,
+    ToolCall,
+    ToolResultMessage,
+    describe_value,
+)
 
 __all__ = [
     "NO_SCOPE",
+    "hook_messages",
+    "hook_returned",
     "make_result",
     "maybe_await",
     "representative",
@@ -27,6 +36,9 @@ __all__ = [
     "result_message",
 ]
 
+
+T = TypeVar("T")
+_MESSAGE_TYPE_SET = frozenset(MESSAGE_TYPES)
 
 NO_SCOPE = contextlib.nullcontext()
 """Stands in for a cancel scope a run does not need (``with scope or NO_SCOPE:``)."""
@@ -40,6 +52,38 @@ async def maybe_await(value: Any) -> Any:
     if hasattr(value, "__await__"):
         return await value
     return value
+
+
+def hook_returned(hook: str, value: object, kind: type[T]) -> T | None:
+    """``value``, what the hook named ``hook`` returned, when it is None or a ``kind``.
+
+    Raises:
+        TypeError: anything else, naming the hook and the value.
+    """
+    if value is None or isinstance(value, kind):
+        return value
+    raise TypeError(f"{hook} returned {describe_value(value)}; expected None or {kind.__name__}")
+
+
+def hook_messages(hook: str, value: object) -> Sequence[Message]:
+    """``value``, what ``transform_context`` or ``convert_to_llm`` (``hook``) returned, when
+    it is a sequence of messages.
+
+    Raises:
+        TypeError: anything else (None, a str, a sequence holding a non-message...), naming
+            the hook and the value.
+    """
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+        if set(map(type, value)) <= _MESSAGE_TYPE_SET:
+            return value  # the usual case, checked in C: it runs per request
+        for i, message in enumerate(value):
+            if not isinstance(message, MESSAGE_TYPES):
+                raise TypeError(
+                    f"{hook} returned a sequence whose item {i} is {describe_value(message)}; "
+                    "expected messages"
+                )
+        return value
+    raise TypeError(f"{hook} returned {describe_value(value)}; expected a sequence of messages")
 
 
 def result_content(content: str | Sequence[Text | Image]) -> tuple[Text | Image, ...]:
