@@ -255,9 +255,55 @@ async def test_a_context_that_is_not_a_context_is_a_type_error() -> None:
     assert model.requests == []
 
 
+BAD_INPUTS = [
+    pytest.param(
+        "gpt-4",
+        None,
+        r"model must be a Model \(an object with a stream\(request\) method.*str 'gpt-4'",
+        id="model-a-str",
+    ),
+    pytest.param(object(), None, r"model must be a Model .*not object", id="model-an-object"),
+    pytest.param(
+        ScriptedModel(),
+        {"max_steps": 3},
+        r"config must be a trio_agent\.LoopConfig, not dict \{'max_steps': 3\}",
+        id="config-a-dict",
+    ),
+    pytest.param(
+        ScriptedModel(), {}, r"config must be a trio_agent\.LoopConfig", id="config-empty"
+    ),
+]
+
+
+@pytest.mark.parametrize(("model", "config", "says"), BAD_INPUTS)
+async def test_a_model_or_config_of_the_wrong_kind_is_a_type_error_at_once(
+    model: Any, config: Any, says: str
+) -> None:
+    rec = Recorder()
+    with pytest.raises(TypeError, match=says):
+        await run_agent_loop("hi", ctx(), model, config, on_event=rec)
+    assert rec.events == []  # not even AgentStart
+    with pytest.raises(TypeError, match=says):
+        open_agent_loop("hi", ctx(), model, config)  # when called, not when entered
+
+
 def test_agent_tools_must_be_tools() -> None:
     with pytest.raises(TypeError, match=r"Agent.tools\[0\] is 'len', not a Tool"):
         Agent(model=ScriptedModel(), tools=(len,))  # type: ignore[arg-type]
+
+
+async def test_the_agent_refuses_a_model_or_config_of_the_wrong_kind() -> None:
+    with pytest.raises(TypeError, match=r"Agent\.model must be a Model .*str 'gpt-4'"):
+        Agent(model="gpt-4")  # type: ignore[arg-type]
+    model = ScriptedModel([reply("fine")])
+    async with open_agent(model) as agent:
+        with pytest.raises(TypeError, match=r"Agent\.model must be a Model"):
+            agent.model = "gpt-4"  # type: ignore[assignment]
+        with pytest.raises(TypeError, match=r"config must be a trio_agent\.LoopConfig"):
+            agent.config = {}  # type: ignore[assignment]
+        assert agent.model is model  # neither assignment took
+        await agent.prompt("hi")
+    assert agent.state.messages[-1].text == "fine"  # type: ignore[union-attr]
 
 
 # --- tool result content ---------------------------------------------------------------

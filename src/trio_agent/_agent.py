@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 import trio
@@ -41,7 +41,7 @@ from ._agent_state import AgentState, StateView
 from ._config import Context, LoopConfig
 from ._errors import AgentRunError
 from ._fanout import Fanout
-from ._model import Model
+from ._model import Model, check_model
 from ._queues import MODES, MessageQueues, QueueMode, as_message
 from ._runner import Runner
 from ._tools import Tool, as_tools
@@ -61,6 +61,10 @@ def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
     return as_tools(tools, "Agent.tools")
 
 
+def _check_model(_agent: object, _attribute: object, model: Any) -> None:
+    check_model(model, "Agent.model")
+
+
 @final
 @attrs.define(eq=False)
 class Agent:
@@ -74,7 +78,7 @@ class Agent:
     the agent's trio loop; the ``*_from_thread`` variants serve other threads.
     """
 
-    model: Model
+    model: Model = attrs.field(validator=_check_model)
     tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
     system_prompt: str = ""
     config: LoopConfig = attrs.field(factory=LoopConfig, validator=check_config)

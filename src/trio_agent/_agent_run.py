@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Protocol, final
 import attrs
 import trio
 
+from ._config import LoopConfig
 from ._errors import AgentBusyError, AgentRunError, AgentUsageError
 from ._messages import MESSAGE_TYPES, AssistantMessage, Message, describe_value
 from ._queues import Kind, as_message
@@ -40,7 +41,7 @@ from ._runner import Runner
 
 if TYPE_CHECKING:
     from ._agent_state import StateView
-    from ._config import AgentRunResult, LoopConfig
+    from ._config import AgentRunResult
     from ._fanout import Fanout
     from ._queues import MessageQueues, QueueMode
 
@@ -52,8 +53,11 @@ def check_config(_owner: object, _attribute: object, config: LoopConfig) -> None
     ``config`` must not set those polls.
 
     Raises:
+        TypeError: ``config`` is not a ``LoopConfig``.
         AgentUsageError: ``config`` sets a steering or follow-up hook.
     """
+    if not isinstance(config, LoopConfig):
+        raise TypeError(f"config must be a trio_agent.LoopConfig, not {describe_value(config)}")
     for hook, method in (
         ("get_steering_messages", "steer"),
         ("get_follow_up_messages", "follow_up"),

@@ -16,6 +16,7 @@ import trio
 from . import _events as ev
 from ._config import AgentRunResult, Context, LoopConfig
 from ._errors import AgentRunError
+from ._run_state import check_run_inputs
 from ._runner import OnEvent, Runner
 from ._serde import as_prompts
 from ._util import representative
@@ -80,7 +81,12 @@ async def run_agent_loop(
     # Nothing outside can abort or interrupt this run: it needs no cancel scopes of its
     # own (the caller's still stop it).
     runner = Runner(
-        prompts, context, model, config or LoopConfig(), on_event=on_event, controlled=False
+        prompts,
+        context,
+        model,
+        LoopConfig() if config is None else config,
+        on_event=on_event,
+        controlled=False,
     )
     return await runner.run()
 
@@ -194,7 +200,9 @@ class open_agent_loop:
         buffer: int = 0,
         on_event: OnEvent | None = None,
     ) -> None:
-        self._args = (as_prompts(prompts), context, model, config or LoopConfig())
+        config = LoopConfig() if config is None else config
+        self._args = (as_prompts(prompts), context, model, config)
+        check_run_inputs(context, model, config)  # at once, not in the run's task
         self._buffer = buffer
         self._on_event = on_event
         self._nursery_cm: Any = None

@@ -19,7 +19,7 @@ import trio
 
 from . import _events as ev
 from ._call_ids import CallIds
-from ._config import AgentRunResult, Context, NextTurn, TurnContext
+from ._config import AgentRunResult, Context, LoopConfig, NextTurn, TurnContext
 from ._errors import AgentUsageError
 from ._messages import (
     NO_USAGE,
@@ -29,9 +29,10 @@ from ._messages import (
     ToolCall,
     ToolResultMessage,
     Usage,
+    describe_value,
     sum_usage,
 )
-from ._model import ModelRequest, ToolSpec
+from ._model import ModelRequest, ToolSpec, check_model
 from ._observer import Probe
 from ._policy import over_budget
 from ._serde import as_prompts
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ._batch import Batch
-    from ._config import LoopConfig
     from ._model import Model, ModelOptions
     from ._policy import Decision
     from ._stream import StreamAccumulator
@@ -87,6 +87,18 @@ waits for the next steering poll or batch."""
 def default_convert(messages: Sequence[Message]) -> tuple[Message, ...]:
     """The messages a model sees by default: all but the ``CustomMessage``s."""
     return tuple(m for m in messages if type(m) is not CustomMessage)
+
+
+def check_run_inputs(context: object, model: object, config: object) -> None:
+    """The door check of a run's context, model and config (its prompts go through
+    ``as_prompts``): each must be what it says, so that a wrong one is a ``TypeError``
+    naming it before anything runs, not an ``AttributeError`` at the first request.
+    """
+    if not isinstance(context, Context):
+        raise TypeError(f"context must be a trio_agent.Context, not {type(context).__name__}")
+    check_model(model)
+    if not isinstance(config, LoopConfig):
+        raise TypeError(f"config must be a trio_agent.LoopConfig, not {describe_value(config)}")
 
 
 class RunState:
@@ -142,8 +154,7 @@ class RunState:
         controlled: bool = True,
     ) -> None:
         prompts = as_prompts(prompts)
-        if not isinstance(context, Context):
-            raise TypeError(f"context must be a trio_agent.Context, not {type(context).__name__}")
+        check_run_inputs(context, model, config)
         if not prompts:
             last = context.messages[-1] if context.messages else None
             if last is None or type(last) is AssistantMessage:
