@@ -11,6 +11,7 @@ arrive; a wrong one becomes that call's error result, a failed run naming the ho
 
 from __future__ import annotations
 
+import math
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ from trio_agent import (
     Error,
     Image,
     JsonlTranscript,
+    LoopConfig,
     Start,
     Text,
     TextDelta,
@@ -304,6 +306,116 @@ async def test_the_agent_refuses_a_model_or_config_of_the_wrong_kind() -> None:
         assert agent.model is model  # neither assignment took
         await agent.prompt("hi")
     assert agent.state.messages[-1].text == "fine"  # type: ignore[union-attr]
+
+
+# --- tools and config, when they are built ---------------------------------------------
+
+
+async def _noop(call: ToolCall, args: Mapping[str, Any], _ctx: ToolContext) -> str:
+    await trio.lowlevel.checkpoint()
+    return "ok"
+
+
+def _tool(**fields: Any) -> Tool:
+    given: dict[str, Any] = {
+        "name": "noop",
+        "description": "Does nothing.",
+        "parameters": {"type": "object", "properties": {}},
+        "execute": _noop,
+    }
+    return Tool(**{**given, **fields})
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "says"),
+    [
+        pytest.param(
+            lambda: _tool(name=""), ValueError, r"Tool\.name must be letters", id="name-empty"
+        ),
+        pytest.param(
+            lambda: _tool(name="read file"),
+            ValueError,
+            r"Tool\.name must be letters, digits, '_' and '-' only .* not 'read file'",
+            id="name-with-a-space",
+        ),
+        pytest.param(
+            lambda: _tool(name="fs.read"), ValueError, "not 'fs.read'", id="name-with-a-dot"
+        ),
+        pytest.param(
+            lambda: _tool(parameters="object"),
+            TypeError,
+            r"Tool\.parameters must be a JSON Schema object \(a dict\), not str",
+            id="parameters-a-str",
+        ),
+        pytest.param(
+            lambda: _tool(execution_mode="one_by_one"),
+            ValueError,
+            r"Tool\.execution_mode must be one of 'parallel', 'sequential'; not 'one_by_one'",
+            id="execution-mode",
+        ),
+        pytest.param(
+            lambda: _tool(timeout=-1),
+            ValueError,
+            r"Tool\.timeout must be a number of seconds, above zero, or None; not -1",
+            id="tool-timeout-negative",
+        ),
+        pytest.param(lambda: _tool(timeout="5"), ValueError, "not '5'", id="tool-timeout-a-str"),
+        pytest.param(
+            lambda: Context(tools=(_tool(), _tool(description="Another."))),
+            ValueError,
+            r"Context\.tools\[1\] is a second tool named 'noop'",
+            id="context-two-tools-one-name",
+        ),
+        pytest.param(
+            lambda: Agent(model=ScriptedModel(), tools=[_tool(name="a"), _tool(name="a")]),
+            ValueError,
+            r"Agent\.tools\[1\] is a second tool named 'a'",
+            id="agent-two-tools-one-name",
+        ),
+        pytest.param(
+            lambda: LoopConfig(tool_execution="parallelish"),
+            ValueError,
+            r"LoopConfig\.tool_execution must be one of 'parallel', 'sequential'",
+            id="tool-execution",
+        ),
+        pytest.param(
+            lambda: LoopConfig(tool_timeout=float("nan")),
+            ValueError,
+            r"LoopConfig\.tool_timeout must be a number of seconds, above zero, or None; not nan",
+            id="tool-timeout-nan",
+        ),
+        pytest.param(
+            lambda: LoopConfig(stream_idle_timeout=0),
+            ValueError,
+            r"LoopConfig\.stream_idle_timeout must be a number of seconds, above zero",
+            id="idle-timeout-zero",
+        ),
+        pytest.param(
+            lambda: LoopConfig(cleanup_timeout=-0.5),
+            ValueError,
+            r"LoopConfig\.cleanup_timeout must be a number of seconds, zero or more; not -0\.5",
+            id="cleanup-timeout-negative",
+        ),
+        pytest.param(
+            lambda: LoopConfig(tool_timeout=True),
+            ValueError,
+            "not True",
+            id="tool-timeout-a-bool",
+        ),
+    ],
+)
+def test_a_tool_or_config_that_cannot_work_is_refused_when_built(
+    build: Any, error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error, match=says):
+        build()
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    assert LoopConfig(cleanup_timeout=0).cleanup_timeout == 0
+    assert LoopConfig(tool_timeout=0.001, stream_idle_timeout=math.inf).tool_timeout == 0.001
+    assert _tool(name="git__status-2", timeout=1, execution_mode="sequential").timeout == 1
+    assert len(Context(tools=(_tool(name="a"), _tool(name="b"))).tools) == 2
 
 
 # --- tool result content ---------------------------------------------------------------

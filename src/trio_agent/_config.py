@@ -19,6 +19,7 @@ from ._messages import (
 )
 from ._model import Model, ModelOptions
 from ._tools import Tool, as_tools
+from ._util import one_of, seconds
 
 if TYPE_CHECKING:
     from ._observer import Observer
@@ -171,12 +172,14 @@ class LoopConfig:
     """
 
     max_steps: int = attrs.field(default=32, validator=attrs.validators.ge(1))
-    tool_execution: Literal["parallel", "sequential"] = "parallel"
+    tool_execution: Literal["parallel", "sequential"] = attrs.field(
+        default="parallel", validator=one_of("parallel", "sequential")
+    )
     max_concurrency: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )
-    tool_timeout: float | None = None
-    stream_idle_timeout: float | None = None
+    tool_timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
+    stream_idle_timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
     convert_to_llm: Callable[[Messages], MaybeAwaitable[Messages]] | None = None
     transform_context: Callable[[Messages], MaybeAwaitable[Messages]] | None = None
     before_tool_call: (
@@ -191,7 +194,7 @@ class LoopConfig:
     should_stop_after_turn: Callable[[TurnContext], MaybeAwaitable[bool]] | None = None
     continue_after_length: bool = False
     model_options: ModelOptions = attrs.field(factory=ModelOptions)
-    cleanup_timeout: float = 5.0
+    cleanup_timeout: float = attrs.field(default=5.0, validator=seconds(optional=False, zero=True))
     max_input_tokens: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 
 from ._messages import Image, Text, ToolCall
+from ._util import one_of, seconds
 
 __all__ = ["Tool", "ToolContext", "ToolOutput"]
 
@@ -62,6 +64,27 @@ class ToolContext:
 Execute = Callable[[ToolCall, Mapping[str, Any], ToolContext], Awaitable["ToolOutput | str"]]
 
 
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _check_name(_instance: Any, _attribute: Any, name: Any) -> None:
+    # What the model APIs accept (OpenAI, Anthropic): a name outside it fails every
+    # request that lists the tool, so it is refused here, when the tool is built.
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise ValueError(
+            "Tool.name must be letters, digits, '_' and '-' only (the name the model calls "
+            f"the tool by, as the model APIs accept it), not {name!r}"
+        )
+
+
+def _check_parameters(_instance: Any, _attribute: Any, parameters: Any) -> None:
+    if not isinstance(parameters, Mapping):
+        raise TypeError(
+            f"Tool.parameters must be a JSON Schema object (a dict), not "
+            f"{type(parameters).__name__} {parameters!r:.60}"
+        )
+
+
 @attrs.frozen(kw_only=True, eq=False)
 class Tool:
     """A tool the model may call (compared and hashed by identity).
@@ -80,16 +103,18 @@ class Tool:
         timeout: seconds; overrides ``LoopConfig.tool_timeout`` for this tool.
     """
 
-    name: str
+    name: str = attrs.field(validator=_check_name)
     description: str
-    parameters: Mapping[str, Any]
+    parameters: Mapping[str, Any] = attrs.field(validator=_check_parameters)
     execute: Execute = attrs.field(repr=False)
     label: str | None = None
-    execution_mode: Literal["parallel", "sequential"] = "parallel"
+    execution_mode: Literal["parallel", "sequential"] = attrs.field(
+        default="parallel", validator=one_of("parallel", "sequential")
+    )
     prepare_arguments: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = attrs.field(
         default=None, repr=False
     )
-    timeout: float | None = None
+    timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
 
 
 def as_tools(tools: object, where: str) -> tuple[Tool, ...]:
@@ -104,6 +129,7 @@ def as_tools(tools: object, where: str) -> tuple[Tool, ...]:
     if isinstance(tools, str | bytes) or not isinstance(tools, Iterable):
         raise TypeError(f"{where} takes a sequence of tools, not {type(tools).__name__}")
     out = tools if type(tools) is tuple else tuple(tools)
+    names: set[str] = set()
     for i, tool in enumerate(out):
         if not isinstance(tool, Tool):
             name = getattr(tool, "__qualname__", None) or type(tool).__name__
@@ -111,4 +137,10 @@ def as_tools(tools: object, where: str) -> tuple[Tool, ...]:
                 f"{where}[{i}] is {name!r}, not a Tool: decorate an annotated async "
                 "function with @trio_agent.tool, or build a trio_agent.Tool(...)"
             )
+        if tool.name in names:
+            raise ValueError(
+                f"{where}[{i}] is a second tool named {tool.name!r}: the model calls tools "
+                "by name, so each name must be used once"
+            )
+        names.add(tool.name)
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import trio
@@ -31,9 +31,11 @@ __all__ = [
     "hook_returned",
     "make_result",
     "maybe_await",
+    "one_of",
     "representative",
     "result_content",
     "result_message",
+    "seconds",
 ]
 
 
@@ -173,3 +175,41 @@ def representative(exc: BaseException) -> BaseException:
         if isinstance(leaf, Exception):
             return leaf
     return leaves[0]
+
+
+def seconds(*, optional: bool, zero: bool = False) -> Callable[[Any, Any, Any], None]:
+    """An attrs validator for a duration: a number of seconds above zero (``zero``: or
+    zero), or None when ``optional``. NaN, negative numbers, bools and strings are a
+    ``ValueError`` naming the field when the object is built, instead of a deadline
+    that fires at once or never."""
+
+    def check(_instance: Any, attribute: Any, value: Any) -> None:
+        if value is None and optional:
+            return
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and (value > 0 or (zero and value == 0))
+        ):
+            return
+        wanted = "zero or more" if zero else "above zero"
+        raise ValueError(
+            f"{type(_instance).__name__}.{attribute.name} must be a number of seconds, "
+            f"{wanted}{', or None' if optional else ''}; not {value!r}"
+        )
+
+    return check
+
+
+def one_of(*choices: str) -> Callable[[Any, Any, Any], None]:
+    """An attrs validator: the value is one of ``choices`` (a ``ValueError`` naming the
+    field and the choices otherwise)."""
+
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if value not in choices:
+            raise ValueError(
+                f"{type(instance).__name__}.{attribute.name} must be one of "
+                f"{', '.join(map(repr, choices))}; not {value!r}"
+            )
+
+    return check

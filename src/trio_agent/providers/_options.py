@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import attrs
+
+from .._util import seconds
 
 __all__ = ["HTTPOptions", "RetryPolicy"]
 
@@ -40,16 +41,6 @@ class RetryPolicy:
         return base * random.uniform(0.5, 1.0)
 
 
-def _seconds(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{attribute.name} must be a positive number of seconds, not {value!r}")
-
-
-def _seconds_or_none(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None:
-        _seconds(_, attribute, value)
-
-
 @attrs.frozen(kw_only=True)
 class HTTPOptions:
     """Connection settings of a provider model (one HTTP client per model).
@@ -77,13 +68,15 @@ class HTTPOptions:
         trust_env: honour proxy and certificate settings from the environment.
     """
 
-    connect_timeout: float = 10.0
-    idle_timeout: float = attrs.field(default=120.0, validator=_seconds)
-    progress_timeout: float | None = attrs.field(default=300.0, validator=_seconds_or_none)
-    write_timeout: float = 60.0
+    connect_timeout: float = attrs.field(default=10.0, validator=seconds(optional=False))
+    idle_timeout: float = attrs.field(default=120.0, validator=seconds(optional=False))
+    progress_timeout: float | None = attrs.field(default=300.0, validator=seconds(optional=True))
+    write_timeout: float = attrs.field(default=60.0, validator=seconds(optional=False))
     max_connections: int = 32
     max_keepalive_connections: int = 8
-    keepalive_expiry: float = 30.0
+    keepalive_expiry: float = attrs.field(
+        default=30.0, validator=seconds(optional=False, zero=True)
+    )
     max_event_bytes: int = 4 * 1024 * 1024
     max_error_bytes: int = 64 * 1024
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
