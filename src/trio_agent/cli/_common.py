@@ -5,15 +5,26 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
+
+import trio
+
+from .._util import representative
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+T = TypeVar("T")
 
 __all__ = [
     "INTERRUPTED",
     "OK",
     "PROBLEM",
     "USAGE",
+    "cancelled_by_ctrl_c",
     "first_error",
     "replace_unprintable",
     "state_file",
@@ -54,3 +65,39 @@ def replace_unprintable(stream: TextIO) -> None:
     :class:`io.TextIOWrapper` (a test's ``StringIO``) is left as it is."""
     if isinstance(stream, io.TextIOWrapper):
         stream.reconfigure(errors="replace")
+
+
+async def cancelled_by_ctrl_c(fn: Callable[[], Awaitable[T]]) -> T:
+    """Run ``fn()`` with Ctrl-C as a cancel, then raise :exc:`KeyboardInterrupt`.
+
+    Left to trio's default, Ctrl-C raises ``KeyboardInterrupt`` in whatever code is
+    running, which may be a run between appending a message and writing its line to a
+    transcript. Here the first SIGINT cancels ``fn()`` instead: every run pairs its
+    transcript and closes its files on the way out, as for any cancel (each bounded by
+    its ``cleanup_timeout``), and ``KeyboardInterrupt`` is raised once it has. trio's own
+    handling is back from then on: a second SIGINT interrupts the clean-up at once. An
+    exception of ``fn()`` reaches the caller unwrapped.
+    """
+    scope = trio.CancelScope()
+    outcome: list[T] = []
+
+    async def watch(*, task_status: trio.TaskStatus[None]) -> None:  # noqa: ASYNC114
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            task_status.started()
+            async for _ in signals:
+                scope.cancel()
+                return  # leaving the receiver puts trio's KeyboardInterrupt back
+
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(watch)
+            try:
+                with scope:
+                    outcome.append(await fn())
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise representative(group) from None
+    if scope.cancelled_caught or not outcome:
+        raise KeyboardInterrupt
+    return outcome[0]

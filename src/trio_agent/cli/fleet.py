@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import trio
 
+from ._common import cancelled_by_ctrl_c
+
 __all__ = ["add_arguments", "run"]
 
 DEFAULT_CONCURRENCY = 64
@@ -147,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         progress=args.progress,
     )
     try:
-        summary = trio.run(fleet)
+        summary = trio.run(cancelled_by_ctrl_c, fleet)
     except (FleetError, OSError, ImportError) as exc:
         print(f"trio-agent fleet: {exc}", file=sys.stderr)
         return 1
