@@ -11,6 +11,7 @@ arrive; a wrong one becomes that call's error result, a failed run naming the ho
 
 from __future__ import annotations
 
+import gc
 import math
 from contextlib import asynccontextmanager
 from decimal import Decimal
@@ -481,6 +482,29 @@ async def test_bad_result_content_is_that_calls_error(
     text = ends["c1"].result.text
     assert text.startswith("tool result content")
     assert says in text
+
+
+async def test_a_tool_that_forgot_an_await_is_told_so(recwarn: pytest.WarningsRecorder) -> None:
+    async def inner() -> str:
+        await trio.lowlevel.checkpoint()
+        return "never"
+
+    async def execute(c: ToolCall, args: Mapping[str, Any], _ctx: ToolContext) -> Any:
+        await trio.lowlevel.checkpoint()
+        return inner()  # the await is missing
+
+    model = ScriptedModel([tool_use(call("c1", "lazy")), reply("ok")])
+    rec = Recorder()
+    result = await run_agent_loop(prompt(), ctx(make_tool("lazy", execute)), model, on_event=rec)
+    (end,) = rec.of(ToolExecutionEnd)
+    assert end.outcome == "error"
+    assert end.result.text == (
+        "a tool must return a str or a ToolOutput, not a coroutine (the tool calls an async "
+        "function without await)"
+    )
+    assert result.reason == "stop"
+    gc.collect()
+    assert not [w for w in recwarn if "was never awaited" in str(w.message)]
 
 
 async def test_good_result_content_of_every_shape_is_kept() -> None:

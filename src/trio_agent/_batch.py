@@ -14,6 +14,7 @@ its result is appended as it settles, its ``MessageStart``/``MessageEnd`` right 
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -508,4 +509,10 @@ def _normalize(
             # result naming the problem, and the run goes on.
             check_json(output.details, "ToolOutput.details")
         return result_content(output.content), output.details, output.terminate, output.is_error
+    if inspect.iscoroutine(output):
+        output.close()  # never to be awaited: no "never awaited" warning on top
+        raise TypeError(
+            "a tool must return a str or a ToolOutput, not a coroutine (the tool calls an "
+            "async function without await)"
+        )
     raise TypeError(f"a tool must return a str or a ToolOutput, not {type(output).__name__}")
