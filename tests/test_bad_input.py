@@ -304,6 +304,8 @@ async def test_the_agent_refuses_a_model_or_config_of_the_wrong_kind() -> None:
             agent.model = "gpt-4"  # type: ignore[assignment]
         with pytest.raises(TypeError, match=r"config must be a trio_agent\.LoopConfig"):
             agent.config = {}  # type: ignore[assignment]
+        with pytest.raises(TypeError, match=r"replace_messages\(\)'s messages must be a sequence"):
+            agent.replace_messages("hello")  # type: ignore[arg-type]
         assert agent.model is model  # neither assignment took
         await agent.prompt("hi")
     assert agent.state.messages[-1].text == "fine"  # type: ignore[union-attr]
@@ -374,6 +376,42 @@ def _tool(**fields: Any) -> Tool:
             id="agent-two-tools-one-name",
         ),
         pytest.param(
+            lambda: Context(messages="hello"),
+            TypeError,
+            r"Context\.messages must be a sequence of messages, not str 'hello'",
+            id="context-messages-a-str",
+        ),
+        pytest.param(
+            lambda: Context(messages=[UserMessage.text("a"), "b"]),
+            TypeError,
+            r"Context\.messages\[1\] is str 'b', not a message",
+            id="context-messages-holding-a-str",
+        ),
+        pytest.param(
+            lambda: Context(system_prompt=None),
+            TypeError,
+            r"Context\.system_prompt must be a str, not NoneType None",
+            id="context-system-prompt-none",
+        ),
+        pytest.param(
+            lambda: Agent(model=ScriptedModel(), system_prompt=5),
+            TypeError,
+            r"Agent\.system_prompt must be a str, not int 5",
+            id="agent-system-prompt-an-int",
+        ),
+        pytest.param(
+            lambda: Agent(model=ScriptedModel(), steering_mode="some"),
+            ValueError,
+            r"Agent\.steering_mode must be one of 'one_at_a_time', 'all'; not 'some'",
+            id="agent-steering-mode",
+        ),
+        pytest.param(
+            lambda: Agent(model=ScriptedModel(), messages=[1]),
+            TypeError,
+            r"Agent\.messages\[0\] is int 1, not a message",
+            id="agent-messages-holding-an-int",
+        ),
+        pytest.param(
             lambda: LoopConfig(tool_execution="parallelish"),
             ValueError,
             r"LoopConfig\.tool_execution must be one of 'parallel', 'sequential'",
@@ -405,7 +443,7 @@ def _tool(**fields: Any) -> Tool:
         ),
     ],
 )
-def test_a_tool_or_config_that_cannot_work_is_refused_when_built(
+async def test_a_tool_or_config_that_cannot_work_is_refused_when_built(
     build: Any, error: type[Exception], says: str
 ) -> None:
     with pytest.raises(error, match=says):
@@ -665,25 +703,25 @@ async def test_a_call_hook_returning_a_wrong_value_fails_only_that_call(
     [
         pytest.param(
             {"transform_context": lambda _m: None},
-            "transform_context returned NoneType None; expected a sequence of messages",
+            "transform_context()'s result must be a sequence of messages, not NoneType None",
             0,
             id="transform-none",
         ),
         pytest.param(
             {"transform_context": lambda _m: [1]},
-            "transform_context returned a sequence whose item 0 is int 1; expected messages",
+            "transform_context()'s result[0] is int 1, not a message",
             0,
             id="transform-ints",
         ),
         pytest.param(
             {"convert_to_llm": lambda _m: "hi"},
-            "convert_to_llm returned str 'hi'; expected a sequence of messages",
+            "convert_to_llm()'s result must be a sequence of messages, not str 'hi'",
             0,
             id="convert-str",
         ),
         pytest.param(
             {"convert_to_llm": lambda m: [*m, "hi"]},
-            "convert_to_llm returned a sequence whose item 1 is str 'hi'; expected messages",
+            "convert_to_llm()'s result[1] is str 'hi', not a message",
             0,
             id="convert-list-holding-str",
         ),

@@ -41,11 +41,12 @@ from ._agent_state import AgentState, StateView
 from ._config import Context, LoopConfig
 from ._errors import AgentRunError
 from ._fanout import Fanout
+from ._messages import as_history
 from ._model import Model, check_model
 from ._queues import MODES, MessageQueues, QueueMode, as_message
 from ._runner import Runner
 from ._tools import Tool, as_tools
-from ._util import representative
+from ._util import is_str, one_of, representative
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Sequence
@@ -65,6 +66,10 @@ def _check_model(_agent: object, _attribute: object, model: Any) -> None:
     check_model(model, "Agent.model")
 
 
+def _state_view(messages: Any) -> StateView:
+    return StateView(list(as_history(messages, "Agent.messages")))
+
+
 @final
 @attrs.define(eq=False)
 class Agent:
@@ -80,18 +85,14 @@ class Agent:
 
     model: Model = attrs.field(validator=_check_model)
     tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
-    system_prompt: str = ""
+    system_prompt: str = attrs.field(default="", validator=is_str)
     config: LoopConfig = attrs.field(factory=LoopConfig, validator=check_config)
-    steering_mode: QueueMode = attrs.field(
-        default="one_at_a_time", validator=attrs.validators.in_(MODES)
-    )
-    follow_up_mode: QueueMode = attrs.field(
-        default="one_at_a_time", validator=attrs.validators.in_(MODES)
-    )
+    steering_mode: QueueMode = attrs.field(default="one_at_a_time", validator=one_of(*MODES))
+    follow_up_mode: QueueMode = attrs.field(default="one_at_a_time", validator=one_of(*MODES))
     # The transcript given as ``messages`` is kept by the state view. (mypy's attrs plugin
     # checks the default against the converted type, not against the converter's.)
     _view: StateView = attrs.field(  # type: ignore[assignment]
-        factory=list, alias="messages", converter=StateView, repr=lambda v: repr(v.messages)
+        factory=list, alias="messages", converter=_state_view, repr=lambda v: repr(v.messages)
     )
     _token: trio.lowlevel.TrioToken = attrs.field(
         factory=trio.lowlevel.current_trio_token, alias="token", repr=False
@@ -245,7 +246,7 @@ class Agent:
             AgentBusyError: a run is active.
         """
         self._slot.check_idle("replace_messages()")
-        self._view.replace(messages)
+        self._view.replace(as_history(messages, "replace_messages()'s messages"))
 
     async def wait_for_idle(self) -> None:
         """Wait until no run is active (returns at once when idle). A checkpoint.

@@ -16,10 +16,11 @@ from ._messages import (
     ToolCall,
     ToolResultMessage,
     Usage,
+    as_history,
 )
 from ._model import Model, ModelOptions
 from ._tools import Tool, as_tools
-from ._util import one_of, seconds
+from ._util import is_str, one_of, seconds
 
 if TYPE_CHECKING:
     from ._observer import Observer
@@ -41,20 +42,21 @@ T = TypeVar("T")
 MaybeAwaitable: TypeAlias = "T | Awaitable[T]"
 
 
-def _tuple(value: Any) -> tuple[Any, ...]:
-    return value if type(value) is tuple else tuple(value)
-
-
 def _context_tools(value: Any) -> tuple[Tool, ...]:
     return as_tools(value, "Context.tools")
+
+
+def _context_messages(value: Any) -> tuple[Message, ...]:
+    return as_history(value, "Context.messages")
 
 
 @attrs.frozen(kw_only=True)
 class Context:
     """What a run starts from. It belongs to the caller and is never mutated."""
 
-    system_prompt: str = ""
-    messages: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
+    system_prompt: str = attrs.field(default="", validator=is_str)
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=_context_messages)
+    """Checked here: a ``str``, or an entry that is not a message, is a ``TypeError``."""
     tools: tuple[Tool, ...] = attrs.field(default=(), converter=_context_tools)
     """Checked here: an entry that is not a :class:`Tool` (a plain function) is a
     ``TypeError`` at construction, pointing at ``@trio_agent.tool``."""

@@ -228,6 +228,27 @@ MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage
 _NOT_A_SEQUENCE = (str, bytes, bytearray, memoryview)
 
 
+_MESSAGE_TYPE_SET = frozenset(MESSAGE_TYPES)
+
+
+def as_history(value: object, what: str) -> tuple[Message, ...]:
+    """``value`` — a transcript given to a run or an agent, or what a hook returned — as a
+    tuple of messages.
+
+    Raises:
+        TypeError: not a sequence (a ``str``, None...), or an item that is not a message;
+            the message starts with ``what``.
+    """
+    if isinstance(value, str | bytes | bytearray) or not isinstance(value, Iterable):
+        raise TypeError(f"{what} must be a sequence of messages, not {describe_value(value)}")
+    out = value if type(value) is tuple else tuple(value)
+    if not set(map(type, out)) <= _MESSAGE_TYPE_SET:  # the usual case, checked in C
+        for i, message in enumerate(out):
+            if not isinstance(message, MESSAGE_TYPES):
+                raise TypeError(f"{what}[{i}] is {describe_value(message)}, not a message")
+    return out
+
+
 def as_messages(prompts: object, what: str = "prompts") -> list[Message]:
     """``prompts`` — a sequence of messages, or one ``str`` — as a list of messages (the
     type check of ``_serde.as_prompts``, which also checks the values).

@@ -10,25 +10,28 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import abc
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
 from ._messages import (
-    MESSAGE_TYPES,
     Image,
     Message,
     Text,
     ToolCall,
     ToolResultMessage,
+    as_history,
     describe_value,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "NO_SCOPE",
     "hook_messages",
     "hook_returned",
+    "is_str",
     "make_result",
     "maybe_await",
     "one_of",
@@ -40,7 +43,6 @@ __all__ = [
 
 
 T = TypeVar("T")
-_MESSAGE_TYPE_SET = frozenset(MESSAGE_TYPES)
 
 NO_SCOPE = contextlib.nullcontext()
 """Stands in for a cancel scope a run does not need (``with scope or NO_SCOPE:``)."""
@@ -75,17 +77,15 @@ def hook_messages(hook: str, value: object) -> Sequence[Message]:
         TypeError: anything else (None, a str, a sequence holding a non-message...), naming
             the hook and the value.
     """
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
-        if set(map(type, value)) <= _MESSAGE_TYPE_SET:
-            return value  # the usual case, checked in C: it runs per request
-        for i, message in enumerate(value):
-            if not isinstance(message, MESSAGE_TYPES):
-                raise TypeError(
-                    f"{hook} returned a sequence whose item {i} is {describe_value(message)}; "
-                    "expected messages"
-                )
-        return value
-    raise TypeError(f"{hook} returned {describe_value(value)}; expected a sequence of messages")
+    return as_history(value, f"{hook}()'s result")
+
+
+def is_str(instance: Any, attribute: Any, value: Any) -> None:
+    """An attrs validator: the value is a ``str`` (a ``TypeError`` naming the field)."""
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{type(instance).__name__}.{attribute.name} must be a str, not {describe_value(value)}"
+        )
 
 
 def result_content(content: str | Sequence[Text | Image]) -> tuple[Text | Image, ...]:

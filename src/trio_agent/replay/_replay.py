@@ -12,6 +12,7 @@ from .. import _events as ev
 from .._errors import TrioAgentError
 from .._messages import AssistantMessage
 from .._stream import StreamAccumulator
+from .._util import one_of
 from ._cassette import Cassette, CassetteRecord, load_cassette, request_differences, request_digest
 
 if TYPE_CHECKING:
@@ -101,9 +102,7 @@ class Fault:
 
     request: int = attrs.field(validator=attrs.validators.ge(0))
     event: int = attrs.field(validator=attrs.validators.ge(0))
-    kind: FaultKind = attrs.field(
-        validator=attrs.validators.in_(("raise", "error", "stall", "cut"))
-    )
+    kind: FaultKind = attrs.field(validator=one_of("raise", "error", "stall", "cut"))
 
     def describe(self) -> str:
         return f"{self.kind} at event {self.event} of request {self.request}"
