@@ -520,3 +520,38 @@ def test_the_example_program_runs(tmp_path: Path) -> None:
     assert lines[0].startswith("MCP tools: srv__echo, srv__add, ")
     assert "srv__crash" not in lines[0]
     assert lines[1:] == ["srv__add -> 42", "answer: 2 + 40 = 42"]
+
+
+@pytest.mark.parametrize(
+    ("build", "says"),
+    [
+        pytest.param(
+            lambda: StdioServer(sys.executable, prefix="git server"),
+            r"prefix must be letters, digits, '_' and '-' only .*not 'git server'",
+            id="stdio-prefix-with-a-space",
+        ),
+        pytest.param(
+            lambda: StreamableHttpServer("http://127.0.0.1:1/mcp", prefix="fs.local"),
+            r"prefix must be letters, digits, '_' and '-' only .*not 'fs\.local'",
+            id="http-prefix-with-a-dot",
+        ),
+        pytest.param(
+            lambda: StdioServer(sys.executable, call_timeout=0),
+            r"StdioServer\.call_timeout must be a number of seconds, above zero, or None; not 0",
+            id="call-timeout-zero",
+        ),
+        pytest.param(
+            lambda: StreamableHttpServer("http://127.0.0.1:1/mcp", start_timeout=-1),
+            r"StreamableHttpServer\.start_timeout must be a number of seconds, above zero; not -1",
+            id="start-timeout-negative",
+        ),
+    ],
+)
+def test_a_server_description_that_cannot_work_is_refused_when_built(
+    build: Callable[[], object], says: str
+) -> None:
+    # A prefix begins every tool name of the server: one the model APIs refuse would
+    # fail every request, so it is refused here, before any process starts.
+    with pytest.raises(ValueError, match=says):
+        build()
+    assert StdioServer(sys.executable, prefix="git-2", call_timeout=None).prefix == "git-2"

@@ -67,14 +67,20 @@ Execute = Callable[[ToolCall, Mapping[str, Any], ToolContext], Awaitable["ToolOu
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def _check_name(_instance: Any, _attribute: Any, name: Any) -> None:
-    # What the model APIs accept (OpenAI, Anthropic): a name outside it fails every
-    # request that lists the tool, so it is refused here, when the tool is built.
+def check_tool_name(name: object, what: str) -> None:
+    """Raises ValueError, naming ``what``, unless ``name`` is letters, digits, ``_`` and
+    ``-``: what the model APIs (OpenAI, Anthropic) accept as a tool's name. A name
+    outside it fails every request that lists the tool, so it is refused when the tool
+    (or the prefix of a server's tools) is given."""
     if not isinstance(name, str) or _NAME.fullmatch(name) is None:
         raise ValueError(
-            "Tool.name must be letters, digits, '_' and '-' only (the name the model calls "
+            f"{what} must be letters, digits, '_' and '-' only (the name the model calls "
             f"the tool by, as the model APIs accept it), not {name!r}"
         )
+
+
+def _check_name(_instance: Any, _attribute: Any, name: Any) -> None:
+    check_tool_name(name, "Tool.name")
 
 
 def _check_parameters(_instance: Any, _attribute: Any, parameters: Any) -> None:

@@ -19,6 +19,9 @@ from mcp import StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from .._tools import check_tool_name
+from .._util import seconds
+
 if TYPE_CHECKING:
     from mcp.client import Transport
 
@@ -36,16 +39,25 @@ def _names(value: Iterable[str] | None) -> frozenset[str] | None:
     return frozenset(value)
 
 
+def _check_prefix(_instance: object, _attribute: object, prefix: str | None) -> None:
+    if prefix is not None:
+        check_tool_name(prefix, "prefix")  # it begins every tool name of the server
+
+
 @attrs.frozen(kw_only=True)
 class _Common:
     """What every server description has (see :class:`StdioServer` for the meaning)."""
 
     name: str | None = None
-    prefix: str | None = None
+    prefix: str | None = attrs.field(default=None, validator=_check_prefix)
     allow: frozenset[str] | None = attrs.field(default=None, converter=_names)
     block: frozenset[str] | None = attrs.field(default=None, converter=_names)
-    call_timeout: float | None = DEFAULT_CALL_TIMEOUT
-    start_timeout: float = DEFAULT_START_TIMEOUT
+    call_timeout: float | None = attrs.field(
+        default=DEFAULT_CALL_TIMEOUT, validator=seconds(optional=True)
+    )
+    start_timeout: float = attrs.field(
+        default=DEFAULT_START_TIMEOUT, validator=seconds(optional=False)
+    )
 
 
 def _errlog(
