@@ -59,8 +59,10 @@ from trio_agent import (
     load_transcript,
     open_agent,
     open_agent_loop,
+    repair,
     run_agent_loop,
     tool,
+    write_transcript,
 )
 from trio_agent.cli import main
 from trio_agent.testing import ScriptedModel
@@ -964,3 +966,30 @@ async def test_a_stream_that_ends_early_names_its_unfinished_call() -> None:
     )
     assert result.error_message == last.error_message
     check_transcript(result.transcript)
+
+
+# --- what is written to, or checked as, a transcript ----------------------------------------
+
+
+async def test_the_writers_refuse_what_is_not_a_message_and_write_nothing(tmp_path: Path) -> None:
+    # A line that is not a message would make the whole file unloadable.
+    whole = [UserMessage.text("kept")]
+    path = tmp_path / "t.jsonl"
+    write_transcript(path, whole)
+    with pytest.raises(TypeError, match=r"messages\[1\] is str 'hi', not a message"):
+        write_transcript(path, [UserMessage.text("a"), "hi"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="messages must be a sequence of messages, not str"):
+        write_transcript(path, "hi")  # type: ignore[arg-type]
+    assert list(load_transcript(path).messages) == whole  # the file was not replaced
+    async with JsonlTranscript(path) as sink:
+        with pytest.raises(TypeError, match=r"messages\[0\] is dict"):
+            await sink.write_messages([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
+        await sink.write_messages([after := UserMessage.text("after")])  # still whole
+    assert list(load_transcript(path).messages) == [*whole, after]
+
+
+def test_the_transcript_checks_refuse_what_is_not_a_message() -> None:
+    with pytest.raises(TypeError, match="messages must be a sequence of messages, not str"):
+        check_transcript("hi")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"messages\[0\] is str 'hi', not a message"):
+        repair(["hi"])  # type: ignore[list-item]

@@ -42,7 +42,7 @@ import trio
 from . import _events as ev
 from ._errors import TranscriptFormatError
 from ._locked_file import CHUNK, datasync, fsync_dir, line_start, names, open_locked, write_all
-from ._messages import Message
+from ._messages import Message, as_history
 from ._serde import from_jsonable, message_to_json
 
 if TYPE_CHECKING:
@@ -204,7 +204,8 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
 
 
 def _encode(messages: Iterable[Message]) -> bytes:
-    return "".join([message_to_json(m) + "\n" for m in messages]).encode()
+    # Checked first: a line that is not a message would make the file unloadable.
+    return "".join([message_to_json(m) + "\n" for m in as_history(messages, "messages")]).encode()
 
 
 def write_transcript(
@@ -225,8 +226,8 @@ def write_transcript(
         AgentUsageError: a ``JsonlTranscript`` (in this or another process) has ``path``
             open; close it first.
         OSError: the file cannot be written (the temporary file is removed).
-        TypeError: a message holds a value that is not JSON (in ``details``, say);
-            nothing is written.
+        TypeError: an item is not a message, or a message holds a value that is not
+            JSON (in ``details``, say); nothing is written.
     """
     target = Path(path)
     payload = HEADER_LINE + _encode(messages)
@@ -462,7 +463,8 @@ class JsonlTranscript:
 
     async def write_messages(self, messages: Iterable[Message]) -> None:
         """Append ``messages`` as lines, with one write (and one fsync unless
-        ``fsync=False``). A checkpoint. Raises as :meth:`write_event`."""
+        ``fsync=False``). A checkpoint. Raises as :meth:`write_event`, and ``TypeError``
+        (nothing written) for an item that is not a message."""
         if self._state != "open":
             self._raise_not_open()
         await self._write(tuple(messages), sync=self.fsync is not False)

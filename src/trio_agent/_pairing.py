@@ -6,7 +6,14 @@ import time
 from typing import TYPE_CHECKING
 
 from ._errors import TranscriptError
-from ._messages import AssistantMessage, Message, Text, ToolCall, ToolResultMessage
+from ._messages import (
+    AssistantMessage,
+    Message,
+    Text,
+    ToolCall,
+    ToolResultMessage,
+    as_history,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -19,7 +26,12 @@ def transcript_violations(messages: Sequence[Message]) -> list[str]:
 
     The invariant: every tool-call id has exactly one ``ToolResultMessage``, and the
     results of one assistant message follow it directly, in declaration order.
+
+    Raises:
+        TypeError: ``messages`` is not a sequence of messages (a ``str``, or an item that
+            is not a message).
     """
+    messages = as_history(messages, "messages")
     problems: list[str] = []
     owner: dict[str, int] = {}  # call id -> index of the assistant message declaring it
     for i, m in enumerate(messages):
@@ -161,7 +173,11 @@ def repair(messages: Sequence[Message], *, timestamp: float | None = None) -> tu
         The repaired transcript. When it ended in an assistant message with tool calls, it
         now ends in their results, so ``run_agent_loop([], Context(messages=...), model)``
         can continue it.
+
+    Raises:
+        TypeError: ``messages`` is not a sequence of messages.
     """
+    messages = as_history(messages, "messages")
     answered = {m.tool_call_id for m in messages if type(m) is ToolResultMessage}
     stamp = time.time() if timestamp is None else timestamp
     out: list[Message] = []
