@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol, final
 import attrs
 import trio
 
-from ._config import LoopConfig
+from ._config import check_loop_config
 from ._errors import AgentBusyError, AgentRunError, AgentUsageError
 from ._messages import MESSAGE_TYPES, AssistantMessage, Message, describe_value
 from ._queues import Kind, as_message
@@ -41,7 +41,7 @@ from ._runner import Runner
 
 if TYPE_CHECKING:
     from ._agent_state import StateView
-    from ._config import AgentRunResult
+    from ._config import AgentRunResult, LoopConfig
     from ._fanout import Fanout
     from ._queues import MessageQueues, QueueMode
 
@@ -56,8 +56,7 @@ def check_config(_owner: object, _attribute: object, config: LoopConfig) -> None
         TypeError: ``config`` is not a ``LoopConfig``.
         AgentUsageError: ``config`` sets a steering or follow-up hook.
     """
-    if not isinstance(config, LoopConfig):
-        raise TypeError(f"config must be a trio_agent.LoopConfig, not {describe_value(config)}")
+    check_loop_config(config)
     for hook, method in (
         ("get_steering_messages", "steer"),
         ("get_follow_up_messages", "follow_up"),

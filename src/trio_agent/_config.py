@@ -17,6 +17,7 @@ from ._messages import (
     ToolResultMessage,
     Usage,
     as_history,
+    describe_value,
 )
 from ._model import Model, ModelOptions
 from ._tools import Tool, as_tools
@@ -204,6 +205,13 @@ class LoopConfig:
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )
     observer: Observer | None = None
+
+
+def check_loop_config(config: object) -> None:
+    """Raises TypeError naming the value unless ``config`` is a :class:`LoopConfig` (a run
+    or an agent checks it when given, not at the first field it reads)."""
+    if not isinstance(config, LoopConfig):
+        raise TypeError(f"config must be a trio_agent.LoopConfig, not {describe_value(config)}")
 
 
 if not TYPE_CHECKING:  # resolve the forward references attrs keeps as strings

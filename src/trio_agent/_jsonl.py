@@ -204,8 +204,7 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
 
 
 def _encode(messages: Iterable[Message]) -> bytes:
-    # Checked first: a line that is not a message would make the file unloadable.
-    return "".join([message_to_json(m) + "\n" for m in as_history(messages, "messages")]).encode()
+    return "".join([message_to_json(m) + "\n" for m in messages]).encode()
 
 
 def write_transcript(
@@ -230,7 +229,8 @@ def write_transcript(
             JSON (in ``details``, say); nothing is written.
     """
     target = Path(path)
-    payload = HEADER_LINE + _encode(messages)
+    # A line that is not a message would make the file unloadable: checked first.
+    payload = HEADER_LINE + _encode(as_history(messages, "messages"))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     # Locking needs a file to lock: a missing target is created empty, under the lock,
     # so that no writer can open it meanwhile.
@@ -467,7 +467,7 @@ class JsonlTranscript:
         (nothing written) for an item that is not a message."""
         if self._state != "open":
             self._raise_not_open()
-        await self._write(tuple(messages), sync=self.fsync is not False)
+        await self._write(as_history(messages, "messages"), sync=self.fsync is not False)
 
     async def _write(self, messages: tuple[Message, ...], *, sync: bool) -> None:
         async with self._lock:

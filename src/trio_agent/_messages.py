@@ -245,7 +245,11 @@ def as_history(value: object, what: str) -> tuple[Message, ...]:
     if not set(map(type, out)) <= _MESSAGE_TYPE_SET:  # the usual case, checked in C
         for i, message in enumerate(out):
             if not isinstance(message, MESSAGE_TYPES):
-                raise TypeError(f"{what}[{i}] is {describe_value(message)}, not a message")
+                raise TypeError(
+                    f"{what}[{i}] is {describe_value(message)}, not a message (UserMessage, "
+                    "AssistantMessage, ToolResultMessage or CustomMessage; for text, "
+                    "UserMessage.text(...))"
+                )
     return out
 
 
@@ -274,15 +278,7 @@ def as_messages(prompts: object, what: str = "prompts") -> list[Message]:
         raise TypeError(
             f"{what} must be a sequence of messages or a str, not {describe_value(prompts)}"
         )
-    out = list(prompts)
-    for i, message in enumerate(out):
-        if not isinstance(message, MESSAGE_TYPES):
-            raise TypeError(
-                f"{what}[{i}] is {describe_value(message)}, not a message (UserMessage, "
-                "AssistantMessage, ToolResultMessage or CustomMessage; for text, "
-                "UserMessage.text(...))"
-            )
-    return out
+    return list(as_history(prompts, what))
 
 
 def describe_value(value: object) -> str:

@@ -19,7 +19,7 @@ import trio
 
 from . import _events as ev
 from ._call_ids import CallIds
-from ._config import AgentRunResult, Context, LoopConfig, NextTurn, TurnContext
+from ._config import AgentRunResult, Context, NextTurn, TurnContext, check_loop_config
 from ._errors import AgentUsageError
 from ._messages import (
     NO_USAGE,
@@ -29,7 +29,6 @@ from ._messages import (
     ToolCall,
     ToolResultMessage,
     Usage,
-    describe_value,
     sum_usage,
 )
 from ._model import ModelRequest, ToolSpec, check_model
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ._batch import Batch
+    from ._config import LoopConfig
     from ._model import Model, ModelOptions
     from ._policy import Decision
     from ._stream import StreamAccumulator
@@ -97,8 +97,7 @@ def check_run_inputs(context: object, model: object, config: object) -> None:
     if not isinstance(context, Context):
         raise TypeError(f"context must be a trio_agent.Context, not {type(context).__name__}")
     check_model(model)
-    if not isinstance(config, LoopConfig):
-        raise TypeError(f"config must be a trio_agent.LoopConfig, not {describe_value(config)}")
+    check_loop_config(config)
 
 
 class RunState:

@@ -53,12 +53,13 @@ from . import _events as ev
 from ._batch import Batch
 from ._config import NextTurn
 from ._errors import AgentRunError
+from ._messages import as_history
 from ._policy import TERMINATED, Decision, decide, interrupted, natural_end
 from ._run_state import Interrupt, RunState, default_convert
 from ._serde import as_prompts
 from ._sink import OnEvent, SinkFailure
 from ._stream import StreamAccumulator
-from ._util import NO_SCOPE, hook_messages, hook_returned, maybe_await, representative
+from ._util import NO_SCOPE, hook_returned, maybe_await, representative
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
@@ -238,13 +239,14 @@ class Runner(RunState):
             return self.llm_view
         messages: Sequence[Message] = self.transcript
         if config.transform_context is not None:
-            messages = hook_messages(
-                "transform_context",
+            messages = as_history(
                 await maybe_await(config.transform_context(tuple(messages))),
+                "transform_context()'s result",
             )
         if config.convert_to_llm is not None:
-            return hook_messages(
-                "convert_to_llm", await maybe_await(config.convert_to_llm(tuple(messages)))
+            return as_history(
+                await maybe_await(config.convert_to_llm(tuple(messages))),
+                "convert_to_llm()'s result",
             )
         return default_convert(messages)
 

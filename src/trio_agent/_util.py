@@ -1,7 +1,7 @@
 """Small helpers shared by the loop, the batch and the Agent.
 
-``maybe_await`` lets a hook be sync or async, ``hook_returned`` and ``hook_messages``
-check what it returned; ``make_result`` builds a tool result and checks its content;
+``maybe_await`` lets a hook be sync or async, ``hook_returned`` checks what it
+returned; ``make_result`` builds a tool result and checks its content;
 ``representative`` picks the one exception to raise for a group.
 """
 
@@ -16,11 +16,9 @@ import trio
 
 from ._messages import (
     Image,
-    Message,
     Text,
     ToolCall,
     ToolResultMessage,
-    as_history,
     describe_value,
 )
 
@@ -29,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_SCOPE",
-    "hook_messages",
     "hook_returned",
     "is_str",
     "make_result",
@@ -67,17 +64,6 @@ def hook_returned(hook: str, value: object, kind: type[T]) -> T | None:
     if value is None or isinstance(value, kind):
         return value
     raise TypeError(f"{hook} returned {describe_value(value)}; expected None or {kind.__name__}")
-
-
-def hook_messages(hook: str, value: object) -> Sequence[Message]:
-    """``value``, what ``transform_context`` or ``convert_to_llm`` (``hook``) returned, when
-    it is a sequence of messages.
-
-    Raises:
-        TypeError: anything else (None, a str, a sequence holding a non-message...), naming
-            the hook and the value.
-    """
-    return as_history(value, f"{hook}()'s result")
 
 
 def is_str(instance: Any, attribute: Any, value: Any) -> None:
