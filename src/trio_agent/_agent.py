@@ -345,11 +345,7 @@ class Agent:
         return await self._run(active, self._slot.continue_messages(active))
 
     async def _run(self, active: ActiveRun, prompts: list[Message]) -> AgentRunResult:
-        config = attrs.evolve(
-            self.config,
-            get_steering_messages=functools.partial(self._slot.poll_steering, active),
-            get_follow_up_messages=functools.partial(self._slot.take, active, "follow_up"),
-        )
+        config = self.config
         context = Context(
             system_prompt=self.system_prompt, messages=tuple(self._view.messages), tools=self.tools
         )
@@ -363,6 +359,10 @@ class Agent:
                 context,
                 self.model,
                 config,
+                polls=(
+                    functools.partial(self._slot.poll_steering, active),
+                    functools.partial(self._slot.take, active, "follow_up"),
+                ),
                 on_event=functools.partial(
                     self._fanout.on_event, functools.partial(self._finalize_from, active)
                 ),

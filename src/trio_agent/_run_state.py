@@ -13,7 +13,7 @@ The run's lifecycle is a named state (:data:`Lifecycle`), moved only by :meth:`a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import trio
 
@@ -39,13 +39,15 @@ from ._sink import EventDelivery, OnEvent
 from ._util import make_result
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ._batch import Batch
-    from ._config import LoopConfig
+    from ._config import LoopConfig, MaybeAwaitable, Messages
     from ._model import Model, ModelOptions
     from ._policy import Decision
     from ._stream import StreamAccumulator
+
+    PollHook: TypeAlias = Callable[[], MaybeAwaitable[Messages]] | None
 
 __all__ = ["Interrupt", "Lifecycle", "RunState"]
 
@@ -116,6 +118,7 @@ class RunState:
         "config",
         "context",
         "controlled",
+        "follow_up_poll",
         "interrupting",
         "lifecycle",
         "llm_view",
@@ -127,6 +130,7 @@ class RunState:
         "result",
         "scope",
         "sink",
+        "steering_poll",
         "steps",
         "token",
         "transcript",
@@ -151,6 +155,7 @@ class RunState:
         on_event: OnEvent | None = None,
         send: trio.MemorySendChannel[ev.AgentEvent] | None = None,
         controlled: bool = True,
+        polls: tuple[PollHook, PollHook] | None = None,
     ) -> None:
         prompts = as_prompts(prompts)
         check_run_inputs(context, model, config)
@@ -162,6 +167,13 @@ class RunState:
                     "user, tool-result or custom message (pass a prompt instead)"
                 )
         self.config = config
+        # The steering and follow-up polls: the config's, or ``polls`` (the Agent's
+        # queues, given apart so that no per-run copy of its config is made).
+        self.steering_poll, self.follow_up_poll = (
+            (config.get_steering_messages, config.get_follow_up_messages)
+            if polls is None
+            else polls
+        )
         self.context = context
         self.model = model
         self.options: ModelOptions = config.model_options

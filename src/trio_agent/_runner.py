@@ -164,7 +164,7 @@ class Runner(RunState):
     async def _poll_steering(self) -> None:
         if self.interrupting == "pending":
             self.interrupting = "none"  # this poll delivers what an interrupt wanted
-        await self._poll(self.config.get_steering_messages, "get_steering_messages")
+        await self._poll(self.steering_poll, "get_steering_messages")
 
     async def _poll(self, hook: Callable[[], Any] | None, name: str) -> None:
         """Call a poll hook; what it returns is checked as prompts are (a sequence of
@@ -225,7 +225,7 @@ class Runner(RunState):
                 ):
                     return await self._end("stopped")
                 await self._poll_steering()
-            await self._poll(config.get_follow_up_messages, "get_follow_up_messages")
+            await self._poll(self.follow_up_poll, "get_follow_up_messages")
             if self.pending:
                 continue
             return await self._end(

@@ -96,6 +96,7 @@ class EventDelivery:
             self.redo = []
         redone = len(called)
         on_event = None if self.sink_dead else self.on_event
+        send = self.send
         i = 0
         try:
             for event in items:
@@ -106,7 +107,7 @@ class EventDelivery:
                             await result
                     except Exception as exc:
                         raise SinkFailure(exc) from exc
-                if self.send is not None and not self.send_dead and not self._hand(event):
+                if send is not None and not self.send_dead and not self._hand(event):
                     await self._send(event)
                 i += 1
         except BaseException:
