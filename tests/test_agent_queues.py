@@ -174,28 +174,25 @@ async def test_taken_but_undelivered_messages_go_back_to_the_front(
         assert not agent.has_queued_messages
 
 
-class _AbortAtRunStart(trio.abc.Instrument):
-    """Aborts the agent's run just before the loop's task takes its first step: the
-    abort lands after prompt() took the queued steering, before the loop added it."""
-
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task.name.endswith("._drive"):
-            trio.lowlevel.remove_instrument(self)
-            self.agent.abort("too early")
-
-
 @guarded
 async def test_an_abort_before_the_first_turn_puts_the_taken_steering_back(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     model = ScriptedModel([reply(), reply()])
-    async with open_agent(model) as agent:
+    async with open_agent(model) as agent, trio.open_nursery() as nursery:
         agent.steer("s1")
-        trio.lowlevel.add_instrument(_AbortAtRunStart(agent))
-        result = await agent.prompt("x")
+        async with agent.subscribe() as events:
+
+            async def abort_then_read() -> None:
+                # The run waits to hand AgentStart to us: its first scheduling point,
+                # after prompt() took s1 from the queue, before the loop added it.
+                await trio.testing.wait_all_tasks_blocked()
+                agent.abort("too early")
+                seen.extend([event.type async for event in events])
+
+            seen: list[str] = []
+            nursery.start_soon(abort_then_read)
+            result = await agent.prompt("x")
         # prompt() sends the queued steering ahead of "x"; neither entered the
         # transcript, so the loop reports both in `undelivered`, and the agent puts s1
         # (taken from its queue) back.
@@ -205,6 +202,8 @@ async def test_an_abort_before_the_first_turn_puts_the_taken_steering_back(
         assert texts(agent.queued_steering) == ["s1"]
         await agent.prompt("y")
         assert user_texts_of(model, 0) == ["s1", "y"]
+    # The subscriber still got the run's opening and closing events.
+    assert seen == ["agent_start", "agent_end"]
 
 
 # --- a message queued after the run's last poll --------------------------------------------

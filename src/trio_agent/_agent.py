@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 An :class:`Agent` holds a transcript, two FIFO queues (steering and follow-up) and a list
 of subscribers. ``prompt()`` and ``continue_()`` make one run of the loop (the runner
-behind :func:`run_agent_loop`) in a task of their own and wait for it. The agent holds
-the run itself, not a channel of its events. Each of its jobs has a module:
+behind :func:`run_agent_loop`) in the calling task and wait for it. The agent holds the
+run itself, not a channel of its events. Each of its jobs has a module:
 
 - ``_agent_state``: ``state`` is read from the active run, which updates its own state
   before it emits any event about it; nothing is done per event for the state.
@@ -23,8 +23,8 @@ paired transcript was stored in ``state.messages``. A cancel of the task running
 ``prompt()`` aborts the run: the transcript is paired and stored, the closing events go
 to the subscribers within ``LoopConfig.cleanup_timeout``, then ``Cancelled`` propagates.
 ``abort()`` ends the run within ``cleanup_timeout`` too, even while a subscriber takes
-nothing. Nothing is wrapped in an exception group (the run's task is the only one the
-agent starts, and its failure is re-raised as it is).
+nothing. Nothing is wrapped in an exception group: the agent starts no task of its own
+(the run goes on in the task that called ``prompt()``), and a failure is raised as it is.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from ._model import Model, check_model
 from ._queues import MODES, MessageQueues, QueueMode, as_message
 from ._runner import Runner
 from ._tools import Tool, as_tools
-from ._util import is_str, one_of, representative
+from ._util import is_str, one_of
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Sequence
@@ -371,31 +371,24 @@ class Agent:
             self._slot.attach(active, runner)
             if active.abort_requested:
                 runner.abort(active.abort_reason)
-            try:
-                # The run has a task of its own (one per run, not per event): its first
-                # step is a scheduling point after prompt() took the queued messages,
-                # where an abort finds them taken and puts them back.
-                async with trio.open_nursery() as nursery:  # noqa: ASYNC112
-                    nursery.start_soon(self._drive, active, runner)
-            except BaseException as group:  # noqa: ASYNC103, ASYNC104 - re-raised, unwrapped
-                raise representative(group) from None  # noqa: ASYNC104 - unwrapped
-            error = active.error
+            # The run goes on in this task: a cancel of the caller reaches it at its
+            # checkpoints (it ends the run as an abort does), and nothing is awaited
+            # between taking the queued messages and the run's first step.
+            await runner.run()
         except AgentRunError as exc:
             error = exc
         finally:
             result = error.result if error is not None else runner.result if runner else None
             self._slot.finish(active, result, error)
+        if self._fanout.subscribers:
+            # An unbuffered subscriber handed AgentEnd at once has not run since: it
+            # takes the event before this call returns (and its caller perhaps starts
+            # the next run), so that it reads the state of the run that ended.
+            await trio.lowlevel.cancel_shielded_checkpoint()
         if error is not None:
             raise error
         assert result is not None
         return result
-
-    @staticmethod
-    async def _drive(active: ActiveRun, runner: Runner) -> None:
-        try:
-            await runner.run()
-        except AgentRunError as exc:
-            active.error = exc
 
 
 @asynccontextmanager

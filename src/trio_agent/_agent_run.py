@@ -7,19 +7,18 @@ An agent runs one run at a time. ``prompt()`` and ``continue_()`` take the agent
 holds it; a run that has ended and only hands its ``AgentEnd`` to the subscribers is
 waited for instead. The slot holds the run's :class:`ActiveRun`: its ``Runner`` once
 built, the messages its polls took from the queues, an abort asked for before the
-``Runner`` existed, the :class:`AgentRunError` its task raised.
+``Runner`` existed.
 
 A run's state becomes final exactly once (:meth:`RunSlot.finalize`): its transcript,
 usage and error are kept, each message it took from the queues and did not deliver goes
 back to the front of its queue, and the agent is no longer running. That happens just
 before the run's ``AgentEnd`` reaches the subscribers, once the events before it were
 handed over (at once when nobody subscribes) — so a subscriber holding ``AgentEnd`` finds
-the state final, as in pi — or when the run's task ends without that (the run never
-started, or its clean-up was cut short). The run's task then finishes handing
-``AgentEnd`` over, and :meth:`RunSlot.finish` frees the slot: what the bounded clean-up
-could not hand over is dropped (never to the next run's subscribers), an
-:class:`AgentRunError` becomes the state's ``error_message``, and whoever waits for the
-slot goes on.
+the state final, as in pi — or when the run ends without that (it never started, or
+its clean-up was cut short). The run then finishes handing ``AgentEnd`` over, and
+:meth:`RunSlot.finish` frees the slot: what the bounded clean-up could not hand over is
+dropped (never to the next run's subscribers), an :class:`AgentRunError` becomes the
+state's ``error_message``, and whoever waits for the slot goes on.
 
 Nothing here is a checkpoint except :meth:`RunSlot.begin`, :meth:`RunSlot.wait_for_idle`
 and :meth:`RunSlot.close`.
@@ -106,7 +105,6 @@ class ActiveRun:
     skip_first_poll: bool = False
     taken: list[tuple[Kind, Message]] = attrs.field(factory=list)
     run: Runner | None = None
-    error: AgentRunError | None = None
     resets_at_end: int = 0  # the view's reset count when the run's state was made final
     abort_reason: str | None = None
     abort_requested: bool = False
@@ -283,7 +281,7 @@ class RunSlot:
     def finish(
         self, active: ActiveRun, result: AgentRunResult | None, error: AgentRunError | None
     ) -> None:
-        """The run's task is over: finalize it (if not yet), drop what is still owed to
+        """The run is over: finalize it (if not yet), drop what is still owed to
         the subscribers, keep ``error``'s message and free the slot."""
         view = self._view
         self.finalize(active, result)
