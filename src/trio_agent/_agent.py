@@ -369,8 +369,6 @@ class Agent:
             )
             runner.listen(bool(self._fanout.subscribers))
             self._slot.attach(active, runner)
-            if active.abort_requested:
-                runner.abort(active.abort_reason)
             # The run goes on in this task: a cancel of the caller reaches it at its
             # checkpoints (it ends the run as an abort does), and nothing is awaited
             # between taking the queued messages and the run's first step.

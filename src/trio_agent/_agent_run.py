@@ -6,8 +6,7 @@ An agent runs one run at a time. ``prompt()`` and ``continue_()`` take the agent
 :class:`RunSlot` (:meth:`RunSlot.begin`), or raise :class:`AgentBusyError` while a run
 holds it; a run that has ended and only hands its ``AgentEnd`` to the subscribers is
 waited for instead. The slot holds the run's :class:`ActiveRun`: its ``Runner`` once
-built, the messages its polls took from the queues, an abort asked for before the
-``Runner`` existed.
+built, and the messages its polls took from the queues.
 
 A run's state becomes final exactly once (:meth:`RunSlot.finalize`): its transcript,
 usage and error are kept, each message it took from the queues and did not deliver goes
@@ -106,8 +105,6 @@ class ActiveRun:
     taken: list[tuple[Kind, Message]] = attrs.field(factory=list)
     run: Runner | None = None
     resets_at_end: int = 0  # the view's reset count when the run's state was made final
-    abort_reason: str | None = None
-    abort_requested: bool = False
     finalized: bool = False
     done: trio.Event = attrs.field(factory=trio.Event)
 
@@ -255,16 +252,12 @@ class RunSlot:
             queues.interrupting = None
 
     def abort(self, reason: str | None, grace: float | None = None) -> None:
-        """Abort the active run (see ``Agent.abort``); an abort asked for before its
-        ``Runner`` exists is applied when it does."""
+        """Abort the active run (see ``Agent.abort``). Nothing is awaited between
+        :meth:`begin` and :meth:`attach` (the run goes on in the task that took the
+        slot), so another task never finds a slot taken and its ``Runner`` missing."""
         active = self.active
-        if active is None:
-            return
-        if active.run is not None:
+        if active is not None and active.run is not None:
             active.run.abort(reason, grace=grace)
-        elif not active.finalized:
-            active.abort_requested = True
-            active.abort_reason = reason
 
     def finalize(self, active: ActiveRun, result: AgentRunResult | None) -> None:
         """Make the run's state final, once: ``result`` kept, the messages taken and not
