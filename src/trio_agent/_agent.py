@@ -345,7 +345,6 @@ class Agent:
         return await self._run(active, self._slot.continue_messages(active))
 
     async def _run(self, active: ActiveRun, prompts: list[Message]) -> AgentRunResult:
-        config = self.config
         context = Context(
             system_prompt=self.system_prompt, messages=tuple(self._view.messages), tools=self.tools
         )
@@ -358,7 +357,7 @@ class Agent:
                 prompts,
                 context,
                 self.model,
-                config,
+                self.config,
                 polls=(
                     functools.partial(self._slot.poll_steering, active),
                     functools.partial(self._slot.take, active, "follow_up"),
@@ -372,17 +371,20 @@ class Agent:
             # The run goes on in this task: a cancel of the caller reaches it at its
             # checkpoints (it ends the run as an abort does), and nothing is awaited
             # between taking the queued messages and the run's first step.
-            await runner.run()
-        except AgentRunError as exc:
-            error = exc
+            try:
+                await runner.run()
+            except AgentRunError as exc:
+                error = exc
+            if self._fanout.subscribers:
+                # An unbuffered subscriber handed AgentEnd at once has not run since: it
+                # takes the event now, while the slot is still held (a next prompt
+                # waits), so that it reads the state of the run that ended. The slot is
+                # freed after, and this call returns in the same step, so whoever waits
+                # for the slot finds this call returned.
+                await trio.lowlevel.cancel_shielded_checkpoint()
         finally:
             result = error.result if error is not None else runner.result if runner else None
             self._slot.finish(active, result, error)
-        if self._fanout.subscribers:
-            # An unbuffered subscriber handed AgentEnd at once has not run since: it
-            # takes the event before this call returns (and its caller perhaps starts
-            # the next run), so that it reads the state of the run that ended.
-            await trio.lowlevel.cancel_shielded_checkpoint()
         if error is not None:
             raise error
         assert result is not None
