@@ -465,19 +465,15 @@ class Batch:
                 await self._fail(st, f"after_tool_call failed: {_describe(exc)}", "error")
                 return
             if change is not None:
-                if change.content is not None:
-                    try:
+                try:
+                    if change.content is not None:
                         content = result_content(change.content)
-                    except TypeError as exc:
-                        await self._fail(st, f"after_tool_call failed: {exc}", "error")
-                        return
-                if change.details is not None:
-                    try:
+                    if change.details is not None:
                         check_json(change.details, "AfterToolCallResult.details")
-                    except TypeError as exc:
-                        await self._fail(st, f"after_tool_call failed: {exc}", "error")
-                        return
-                    details = change.details
+                        details = change.details
+                except TypeError as exc:
+                    await self._fail(st, f"after_tool_call failed: {exc}", "error")
+                    return
                 if change.is_error is not None:
                     is_error = change.is_error
                 if change.terminate is not None:

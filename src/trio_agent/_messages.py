@@ -239,7 +239,7 @@ def as_history(value: object, what: str) -> tuple[Message, ...]:
         TypeError: not a sequence (a ``str``, None...), or an item that is not a message;
             the message starts with ``what``.
     """
-    if isinstance(value, str | bytes | bytearray) or not isinstance(value, Iterable):
+    if isinstance(value, _NOT_A_SEQUENCE) or not isinstance(value, Iterable):
         raise TypeError(f"{what} must be a sequence of messages, not {describe_value(value)}")
     out = value if type(value) is tuple else tuple(value)
     if not set(map(type, out)) <= _MESSAGE_TYPE_SET:  # the usual case, checked in C
