@@ -87,17 +87,10 @@ class Fanout:
                     sub.full = False
                     if not (sub.drop_updates and kind in _UPDATES):
                         return self._send(sub, event)
-                # As _hand_now, inline (half the events of an unbuffered subscriber
-                # are handed over here).
-                try:
-                    sub.send.send_nowait(event)
-                except trio.WouldBlock:
-                    if not (sub.drop_updates and kind in _UPDATES):
-                        return self._send(sub, event)  # wait, without trying again first
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self.unsubscribe(sub)
-                sub.full = sub.unbuffered
-                return None
+                if self._hand_now(sub, event):
+                    sub.full = sub.unbuffered
+                    return None
+                return self._send(sub, event)  # wait, without trying again first
             if not subs:
                 if kind is ev.AgentEnd:
                     finalize()
