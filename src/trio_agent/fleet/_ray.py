@@ -1,10 +1,13 @@
 """The Ray backend: a fleet's tasks on a Ray cluster, one trio loop per actor.
 
-Theory of operation. ``RayBackend.run`` starts ``actors`` Ray actors (each holds
-``num_cpus`` of a CPU for its life). Each actor is a :class:`FleetWorker`: it starts a
-thread running ``trio.run`` and takes calls through ``trio.from_thread.run(...,
-trio_token=...)`` — one trio loop per actor, up to ``runs_per_actor`` runs at once (a
-capacity limiter inside that loop). The driver hands out tasks in chunks of
+Theory of operation. ``RayBackend.run`` connects to the cluster (``ray.init`` in a worker
+thread that a cancel or ``connect_timeout`` abandons: Ray's own wait for an address where
+nothing answers lasts many minutes and cannot be interrupted), then starts ``actors`` Ray
+actors (each holds ``num_cpus`` of a CPU for its life). Each actor is a
+:class:`FleetWorker`: it starts a thread running ``trio.run`` and takes calls through
+``trio.from_thread.run(..., trio_token=...)`` — one trio loop per actor, up to
+``runs_per_actor`` runs at once (a capacity limiter inside that loop). The driver hands
+out tasks in chunks of
 ``chunk_size`` (no scheduling per task), keeping ``2 × runs_per_actor`` tasks in flight
 per actor so that no slot idles while a chunk's results travel back, and records the
 results it gets back — the driver stays the only writer of ``results.jsonl``.
@@ -23,6 +26,7 @@ Ray is imported only here, inside the methods: ``import trio_agent.fleet`` never
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -33,6 +37,7 @@ import trio
 
 from trio_agent import Usage
 
+from .._util import seconds
 from ._task import FAILED, FleetError, FleetTask, TaskResult, transcript_relpath
 from ._worker import Job, resolve_factory, run_task
 
@@ -143,6 +148,36 @@ class _Queue:
         return len(self.retry) + (0 if self.exhausted else 1)
 
 
+async def _connect(ray: Any, address: str | None, options: Mapping[str, Any]) -> None:
+    """``ray.init(address=address, **options)`` in a worker thread that a cancel abandons.
+
+    ``ray.init`` blocks, and against an address where no cluster answers it keeps trying
+    for many minutes; it cannot be interrupted. So on cancel (a timeout, Ctrl-C) the
+    caller gets control back at once, the attempt goes on in its thread until Ray gives
+    up, and a connection it makes after all is shut down right away.
+    """
+    lock = threading.Lock()
+    state = {"abandoned": False, "connected": False}
+
+    def init() -> None:
+        ray.init(address=address, **options)
+        with lock:
+            state["connected"] = True
+            late = state["abandoned"]
+        if late:  # nobody waits for this connection any more
+            ray.shutdown()
+
+    try:
+        await trio.to_thread.run_sync(init, abandon_on_cancel=True)
+    except BaseException:
+        with lock:
+            state["abandoned"] = True
+            late = state["connected"]
+        if late:  # connected just as the wait was cancelled
+            ray.shutdown()
+        raise
+
+
 @attrs.frozen(kw_only=True)
 class RayBackend:
     """Run a fleet on a Ray cluster (``pip install 'trio-agent[ray]'``).
@@ -152,6 +187,10 @@ class RayBackend:
             (``"auto"``: the one ``ray start`` runs on this machine; ``None``: start a
             local one); a connection this backend made is shut down at the end. When
             ``ray.is_initialized()``, the current connection is used and left open.
+        connect_timeout: seconds to wait for ``ray.init`` (connecting, or starting the
+            local cluster); then the fleet ends with a ``FleetError`` before any task
+            ran. None waits as long as Ray does (many minutes for an address where
+            nothing answers). Either way a cancel (Ctrl-C) ends the wait at once.
         actors: how many actors (one trio loop each).
         runs_per_actor: runs at once per actor.
         num_cpus: CPUs each actor holds for its life (fractions allowed).
@@ -171,6 +210,7 @@ class RayBackend:
     """
 
     address: str | None = "auto"
+    connect_timeout: float | None = attrs.field(default=60.0, validator=seconds(optional=True))
     actors: int = attrs.field(default=2, validator=attrs.validators.ge(1))
     runs_per_actor: int = attrs.field(default=64, validator=attrs.validators.ge(1))
     num_cpus: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
@@ -182,10 +222,12 @@ class RayBackend:
 
     async def run(self, tasks: Iterator[FleetTask], job: Job, recorder: Recorder) -> None:
         """Run every task on the cluster; see the class docstring. Cancelling kills the
-        actors (their tasks resume on the next run).
+        actors (their tasks resume on the next run); a cancel while connecting returns
+        at once (the connection attempt is abandoned to its thread).
 
         Raises:
-            FleetError: an actor could not start, or every actor died with tasks left.
+            FleetError: no connection to the cluster within ``connect_timeout``, an actor
+                could not start, or every actor died with tasks left.
             ImportError: Ray is not installed.
         """
         try:
@@ -196,9 +238,17 @@ class RayBackend:
 
         own_connection = False
         if not ray.is_initialized():
-            await trio.to_thread.run_sync(
-                lambda: ray.init(address=self.address, **self.init_options)
-            )
+            timeout = self.connect_timeout
+            try:
+                with trio.fail_after(math.inf if timeout is None else timeout):
+                    await _connect(ray, self.address, self.init_options)
+            except trio.TooSlowError:
+                raise FleetError(
+                    f"Ray did not start a local cluster within {timeout:g} s"
+                    if self.address is None
+                    else f"no Ray cluster answered at {self.address!r} within {timeout:g} s "
+                    "(is it running, and reachable from here?)"
+                ) from None
             own_connection = True
         chunk = self.chunk_size or max(1, self.runs_per_actor // 4)
         in_flight_chunks = max(2, -(-2 * self.runs_per_actor // chunk))
