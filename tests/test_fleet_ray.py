@@ -19,7 +19,16 @@ import pytest
 import trio
 
 from fleetkit import assert_fleet_complete
-from trio_agent.fleet import FleetError, RayBackend, TaskResult, demo_factory, demo_tasks, run_fleet
+from trio_agent.fleet import (
+    FleetError,
+    FleetTask,
+    RayBackend,
+    TaskResult,
+    TaskSetup,
+    demo_factory,
+    demo_tasks,
+    run_fleet,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -105,6 +114,47 @@ async def test_an_actor_killed_mid_fleet_loses_and_repeats_nothing(
     assert 60 <= killed_at < TASKS
     assert len(recorded) == len(set(recorded)) == TASKS
     assert_fleet_complete(tmp_path, [t.id for t in demo_tasks(TASKS)])
+    await _assert_cpus_released()
+
+
+KILLER = "demo-00013"
+
+
+def _kills_its_worker(task: FleetTask) -> TaskSetup:
+    """The demo factory, except that task ``KILLER`` ends its worker's process at once
+    (as a crash in native code would). Pickled by value: the workers cannot import this
+    module."""
+    if task.id == KILLER:
+        os._exit(1)
+    return demo_factory(task)
+
+
+async def test_a_task_that_kills_its_worker_is_the_only_one_charged(
+    cluster: None, tmp_path: Path
+) -> None:
+    # Chunks of 4, 4 chunks in flight per actor: the killer always takes 3 tasks of its
+    # chunk down with it, and whatever else its actor runs then.
+    backend = RayBackend(
+        address=None, actors=2, runs_per_actor=8, chunk_size=4, name_prefix="crash-"
+    )
+    tasks = 41
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        with trio.fail_after(180):
+            summary = await run_fleet(
+                demo_tasks(tasks, sleep=0.2),
+                _kills_its_worker,
+                out=tmp_path,
+                backend=backend,
+                fsync=False,
+            )
+    finally:
+        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    lines = assert_fleet_complete(tmp_path, [t.id for t in demo_tasks(tasks)], failed={KILLER})
+    assert [line["id"] for line in lines if line["reason"] != "stop"] == [KILLER]
+    (killer,) = (line for line in lines if line["id"] == KILLER)
+    assert killer["error"] == "its Ray actor died 3 times while running it alone"
+    assert (summary.done, summary.failed) == (tasks, 1)
     await _assert_cpus_released()
 
 
