@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from trio_agent import AssistantMessage, check_transcript, load_transcript
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
     from pathlib import Path
 
 
@@ -17,14 +18,20 @@ def result_lines(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data.split(b"\n") if line.strip()]
 
 
-def assert_fleet_complete(out: Path, ids: list[str]) -> list[dict[str, Any]]:
-    """Every task exactly once in results.jsonl, ended ``stop`` with a demo answer, its
-    transcript whole and paired; returns the result lines."""
+def assert_fleet_complete(
+    out: Path, ids: list[str], *, failed: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """Every task exactly once in results.jsonl; each but those of ``failed`` ended
+    ``stop`` with a demo answer, its transcript whole and paired; returns the result
+    lines."""
     lines = result_lines(out)
     recorded = [line["id"] for line in lines]
     assert len(recorded) == len(set(recorded)), "a task was recorded twice"
     assert sorted(recorded) == sorted(ids)
     for line in lines:
+        if line["id"] in failed:
+            assert line["reason"] == "failed", line
+            continue
         assert line["reason"] == "stop", line
         assert line["error"] is None
         loaded = load_transcript(out / line["transcript"])

@@ -26,8 +26,10 @@ from trio_agent import (
     CustomMessage,
     LoopConfig,
     Text,
+    Tool,
     ToolCall,
     ToolResultMessage,
+    Usage,
     UserMessage,
     check_transcript,
     load_transcript,
@@ -341,14 +343,101 @@ async def test_max_steps_counts_across_resumptions(tmp_path: Path) -> None:
         for i in range(2, 9)
     ]
     model = ScriptedModel(calls)
+    line = await _run_t1(tmp_path, model, LoopConfig(max_steps=3))
+    assert len(model.requests) == 2
+    assert (line["reason"], line["steps"]) == ("max_steps", 3)
+
+
+async def _run_t1(out: Path, model: ScriptedModel, config: LoopConfig) -> dict[str, Any]:
+    """Run the fleet of task ``t1`` with ``model`` and ``config``; its result line."""
     await run_fleet(
         [FleetTask(id="t1", prompt="What is 3 squared?")],
-        lambda task: TaskSetup(model=model, config=LoopConfig(max_steps=3)),
-        out=tmp_path,
+        lambda task: TaskSetup(model=model, config=config),
+        out=out,
     )
-    assert len(model.requests) == 2
+    (line,) = result_lines(out)
+    return line
+
+
+@pytest.mark.parametrize(
+    ("budget", "per_reply"),
+    [
+        ({"max_output_tokens": 30}, Usage(input_tokens=5, output_tokens=10)),
+        ({"max_input_tokens": 300}, Usage(input_tokens=60, output_tokens=1, cache_read_tokens=40)),
+    ],
+    ids=["output", "input"],
+)
+async def test_token_budgets_count_across_resumptions(
+    tmp_path: Path, budget: dict[str, int], per_reply: Usage
+) -> None:
+    # Uninterrupted, each budget allows three replies (10, 20, 30 output tokens; or
+    # 100, 200, 300 prompt tokens, where a fourth request would send 400).
+    hang = True
+    in_tool = trio.Event()
+    ids = iter(range(1000))
+
+    async def work(call: ToolCall, args: Any, ctx: Any) -> str:
+        in_tool.set()
+        if hang:
+            await trio.sleep_forever()
+        return "done"
+
+    def reply(request: Any) -> AssistantMessage:
+        call = ToolCall(id=f"c{next(ids)}", name="work")
+        return AssistantMessage(content=(call,), stop_reason="tool_use", usage=per_reply)
+
+    models: list[ScriptedModel] = []
+
+    def factory(task: FleetTask) -> TaskSetup:
+        models.append(ScriptedModel([reply] * 10))
+        tool = Tool(name="work", description="Works.", parameters={"type": "object"}, execute=work)
+        return TaskSetup(model=models[-1], tools=(tool,), config=LoopConfig(**budget))
+
+    task = FleetTask(id="t1", prompt="Work.")
+    for _ in range(3):  # killed three times, each time inside the tool after one reply
+        in_tool = trio.Event()
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+
+                async def fleet() -> None:
+                    await run_fleet([task], factory, out=tmp_path, fsync=False)
+
+                nursery.start_soon(fleet)
+                await in_tool.wait()
+                nursery.cancel_scope.cancel()
+    hang = False
+    with trio.fail_after(10):
+        summary = await run_fleet([task], factory, out=tmp_path, fsync=False)
+    assert [m.request_count for m in models] == [1, 1, 1, 0]  # no request once spent
     (line,) = result_lines(tmp_path)
-    assert (line["reason"], line["steps"]) == ("max_steps", 3)
+    assert (line["reason"], line["steps"]) == ("usage_limit", 3)
+    assert line["usage"]["output_tokens"] == 3 * per_reply.output_tokens
+    assert (summary.done, summary.resumed) == (1, 0)  # recorded from its transcript
+    messages = load_transcript(tmp_path / line["transcript"]).messages
+    check_transcript(messages)
+    assert sum(1 for m in messages if type(m) is AssistantMessage) == 3
+
+
+async def test_a_budget_left_after_a_resumption_is_what_the_transcript_did_not_use(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "transcripts").mkdir()
+    path = tmp_path / transcript_relpath("t1")
+    prompt, first, result = _ended_transcript(3)[:3]
+    first = attrs.evolve(first, usage=Usage(output_tokens=25))
+    write_transcript(path, [prompt, first, result])  # one reply of 25 tokens, then the crash
+    call = ToolCall(id="c2", name="nope")
+    replies = [
+        AssistantMessage(content=(call,), stop_reason="tool_use", usage=Usage(output_tokens=20)),
+        AssistantMessage(content=(Text(text="more"),), stop_reason="stop"),
+    ]
+    model = ScriptedModel(replies)
+    line = await _run_t1(tmp_path, model, LoopConfig(max_output_tokens=40))
+    # 25 + 20 reached 40: the second reply is never asked for (with a fresh budget of
+    # 40 it would have been, 20 < 40).
+    assert len(model.requests) == 1
+    assert (line["reason"], line["steps"], line["resumed"]) == ("usage_limit", 2, True)
+    assert line["usage"]["output_tokens"] == 45
 
 
 async def test_context_messages_and_failures(tmp_path: Path) -> None:

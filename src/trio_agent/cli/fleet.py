@@ -21,6 +21,7 @@ __all__ = ["add_arguments", "run"]
 
 DEFAULT_CONCURRENCY = 64
 DEFAULT_ACTORS = 2
+DEFAULT_RAY_TIMEOUT = 60.0
 DEFAULT_DEMO_TASKS = 1_000
 DEFAULT_DEMO_SLEEP = 0.01
 FSYNC_MODES: dict[str, bool | Literal["turn"]] = {"turn": "turn", "always": True, "never": False}
@@ -60,6 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ADDRESS",
         help="run on the Ray cluster at ADDRESS ('auto': the local `ray start` one; "
         "needs pip install 'trio-agent[ray]')",
+    )
+    parser.add_argument(
+        "--ray-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_RAY_TIMEOUT,
+        help="with --ray: how long to wait for the cluster to answer; then exit 1 with "
+        f"an error, having run nothing (default {DEFAULT_RAY_TIMEOUT:g}; Ctrl-C also ends "
+        "the wait)",
     )
     parser.add_argument(
         "--actors",
@@ -113,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.concurrency < 1 or args.actors < 1:
         return _usage("--concurrency and --actors must be at least 1")
+    if not args.ray_timeout > 0:  # NaN too
+        return _usage("--ray-timeout must be a number of seconds above 0")
     tasks: Any
     if args.demo:
         if args.tasks or args.factory:
@@ -137,7 +149,12 @@ def run(args: argparse.Namespace) -> int:
         out = args.out
     backend = None
     if args.ray is not None:
-        backend = RayBackend(address=args.ray, actors=args.actors, runs_per_actor=args.concurrency)
+        backend = RayBackend(
+            address=args.ray,
+            actors=args.actors,
+            runs_per_actor=args.concurrency,
+            connect_timeout=args.ray_timeout,
+        )
     fleet = partial(
         run_fleet,
         tasks,

@@ -1,21 +1,30 @@
 """The Ray backend: a fleet's tasks on a Ray cluster, one trio loop per actor.
 
-Theory of operation. ``RayBackend.run`` starts ``actors`` Ray actors (each holds
-``num_cpus`` of a CPU for its life). Each actor is a :class:`FleetWorker`: it starts a
-thread running ``trio.run`` and takes calls through ``trio.from_thread.run(...,
-trio_token=...)`` — one trio loop per actor, up to ``runs_per_actor`` runs at once (a
-capacity limiter inside that loop). The driver hands out tasks in chunks of
+Theory of operation. ``RayBackend.run`` connects to the cluster (``ray.init`` in a worker
+thread that a cancel or ``connect_timeout`` abandons: Ray's own wait for an address where
+nothing answers lasts many minutes and cannot be interrupted), then starts ``actors`` Ray
+actors (each holds ``num_cpus`` of a CPU for its life). Each actor is a
+:class:`FleetWorker`: it starts a thread running ``trio.run`` and takes calls through
+``trio.from_thread.run(..., trio_token=...)`` — one trio loop per actor, up to
+``runs_per_actor`` runs at once (a capacity limiter inside that loop). The driver hands
+out tasks in chunks of
 ``chunk_size`` (no scheduling per task), keeping ``2 × runs_per_actor`` tasks in flight
 per actor so that no slot idles while a chunk's results travel back, and records the
 results it gets back — the driver stays the only writer of ``results.jsonl``.
 
 When an actor dies (its process killed, its node lost), its chunks in flight fail with
-``RayActorError``: their tasks go back to the queue and are run by another actor —
-resumed from their transcripts when the output folder is shared storage, started over
-otherwise — and a fresh actor replaces the dead one (at most ``max_restarts`` times in a
-fleet). A task whose actor died under it ``max_attempts`` times is recorded ``failed``,
-so one task that kills its worker cannot stall the fleet. Every actor is killed when the
-fleet ends, also on error or cancellation: actors hold their CPUs until then.
+``RayActorError``, and a fresh actor replaces it (at most ``max_restarts`` times in a
+fleet). Their tasks run again — resumed from their transcripts when the output folder
+is shared storage, started over otherwise — but which of them killed the actor, if any,
+is unknown, so none is blamed: each becomes a *suspect* and is retried one by one,
+alone on an actor (that actor takes no other chunk until the suspect's call returns;
+the other actors go on as before). A suspect that finishes is recorded like any task;
+one whose actor dies while running it alone is blamed for that death and retried alone
+again, and after ``max_attempts`` such deaths it is recorded ``failed`` — so one task
+that kills its worker cannot stall the fleet, and the tasks that merely ran beside it
+are never charged. The price of the precision is throughput after a death: each suspect
+keeps a whole actor for the time of one run. Every actor is killed when the fleet ends,
+also on error or cancellation: actors hold their CPUs until then.
 
 Ray is imported only here, inside the methods: ``import trio_agent.fleet`` never needs it
 (``pip install 'trio-agent[ray]'`` for this backend).
@@ -23,6 +32,7 @@ Ray is imported only here, inside the methods: ``import trio_agent.fleet`` never
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -33,6 +43,7 @@ import trio
 
 from trio_agent import Usage
 
+from .._util import seconds
 from ._task import FAILED, FleetError, FleetTask, TaskResult, transcript_relpath
 from ._worker import Job, resolve_factory, run_task
 
@@ -99,27 +110,76 @@ class FleetWorker:
         self._thread.join()
 
 
+class _Actor:
+    """One actor as the driver sees it: the tasks of its calls in flight, and whether a
+    suspect's call has it (a suspect runs alone: see :class:`_Queue`)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.running = 0
+        """Tasks in this actor's calls in flight."""
+        self.solo = False
+        """A suspect was handed to this actor: it waits for the actor, or runs alone on
+        it; no other chunk is handed to the actor meanwhile."""
+        self.dead = False
+        self.died_with = 0
+        """``running`` when the actor was first seen dead: how many tasks died with it."""
+        self._idle = trio.Event()
+
+    async def wait_alone(self) -> None:
+        """Wait until no call runs on the actor (or it is dead)."""
+        while self.running and not self.dead:
+            await self._idle.wait()
+
+    def enter(self, tasks: int) -> None:
+        self.running += tasks
+
+    def leave(self, tasks: int) -> None:
+        self.running -= tasks
+        if not self.running:
+            self._idle.set()
+            self._idle = trio.Event()
+
+    def seen_dead(self) -> None:
+        if not self.dead:
+            self.dead = True
+            self.died_with = self.running
+            self._idle.set()
+
+
 class _Queue:
-    """Tasks to hand out: retried ones first, then the input, in chunks."""
+    """Tasks to hand out: suspects one at a time, then the input in chunks.
+
+    A *suspect* is a task that was running on an actor when it died beside other tasks:
+    any of them may have killed it. Each suspect is handed out alone, to an actor that
+    then runs nothing else, so a death is only ever blamed on a task that ran alone.
+    """
 
     def __init__(self, tasks: Iterator[FleetTask], chunk_size: int) -> None:
         self._tasks = tasks
         self._chunk = chunk_size
-        self.retry: deque[FleetTask] = deque()
+        self.suspects: deque[FleetTask] = deque()
         self.in_flight = 0
         self._changed = trio.Event()
         self.exhausted = False
 
-    def _notify(self) -> None:
+    def notify(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
 
-    async def next_chunk(self) -> list[FleetTask] | None:
-        """The next chunk, or None once everything is handed out and back."""
-        while True:
+    async def next_chunk(self, actor: _Actor) -> tuple[list[FleetTask], bool] | None:
+        """The next chunk for ``actor`` and whether it is a suspect's solo call (then
+        ``actor.solo`` is set); None once everything is handed out and back, or the
+        actor is dead."""
+        while not actor.dead:
+            if actor.solo:  # its suspect's call first
+                await self._changed.wait()
+                continue
+            if self.suspects:
+                actor.solo = True
+                self.in_flight += 1
+                return [self.suspects.popleft()], True
             chunk: list[FleetTask] = []
-            while self.retry and len(chunk) < self._chunk:
-                chunk.append(self.retry.popleft())
             while not self.exhausted and len(chunk) < self._chunk:
                 task = next(self._tasks, None)
                 if task is None:
@@ -128,19 +188,51 @@ class _Queue:
                     chunk.append(task)
             if chunk:
                 self.in_flight += 1
-                return chunk
+                return chunk, False
             if self.in_flight == 0:
                 return None
             await self._changed.wait()
+        return None
 
-    def finished(self, back: list[FleetTask] = []) -> None:  # noqa: B006 - never mutated
+    def finished(self, suspects: list[FleetTask] = []) -> None:  # noqa: B006 - never mutated
+        """A chunk handed out is back (``suspects``: its tasks, to retry one by one)."""
         self.in_flight -= 1
-        self.retry.extend(back)
-        self._notify()
+        self.suspects.extend(suspects)
+        self.notify()
 
     @property
     def left(self) -> int:
-        return len(self.retry) + (0 if self.exhausted else 1)
+        return len(self.suspects) + (0 if self.exhausted else 1)
+
+
+async def _connect(ray: Any, address: str | None, options: Mapping[str, Any]) -> None:
+    """``ray.init(address=address, **options)`` in a worker thread that a cancel abandons.
+
+    ``ray.init`` blocks, and against an address where no cluster answers it keeps trying
+    for many minutes; it cannot be interrupted. So on cancel (a timeout, Ctrl-C) the
+    caller gets control back at once, the attempt goes on in its thread until Ray gives
+    up, and a connection it makes after all is shut down right away.
+    """
+    lock = threading.Lock()
+    state = {"abandoned": False, "connected": False}
+
+    def init() -> None:
+        ray.init(address=address, **options)
+        with lock:
+            state["connected"] = True
+            late = state["abandoned"]
+        if late:  # nobody waits for this connection any more
+            ray.shutdown()
+
+    try:
+        await trio.to_thread.run_sync(init, abandon_on_cancel=True)
+    except BaseException:
+        with lock:
+            state["abandoned"] = True
+            late = state["connected"]
+        if late:  # connected just as the wait was cancelled
+            ray.shutdown()
+        raise
 
 
 @attrs.frozen(kw_only=True)
@@ -152,15 +244,25 @@ class RayBackend:
             (``"auto"``: the one ``ray start`` runs on this machine; ``None``: start a
             local one); a connection this backend made is shut down at the end. When
             ``ray.is_initialized()``, the current connection is used and left open.
+        connect_timeout: seconds to wait for ``ray.init`` (connecting, or starting the
+            local cluster); then the fleet ends with a ``FleetError`` before any task
+            ran. None waits as long as Ray does (many minutes for an address where
+            nothing answers). Either way a cancel (Ctrl-C) ends the wait at once.
         actors: how many actors (one trio loop each).
         runs_per_actor: runs at once per actor.
         num_cpus: CPUs each actor holds for its life (fractions allowed).
         chunk_size: tasks per call to an actor (default ``runs_per_actor // 4``). A
             call returns when its whole chunk is done: smaller chunks record results
             sooner when run times vary, larger ones make fewer calls.
-        max_restarts: dead actors replaced in one fleet.
-        max_attempts: a task whose actor died under it this many times is recorded
-            ``failed``.
+        max_restarts: dead actors replaced in one fleet. A task that kills its worker
+            every time costs at most ``1 + max_attempts`` of them (one death beside other
+            tasks, then its runs alone).
+        max_attempts: a task whose actor died this many times while running it alone is
+            recorded ``failed`` (error ``"its Ray actor died N times while running it
+            alone"``). Tasks that were running beside others when their actor died are
+            not charged: they are retried one by one, each alone on an actor, so that
+            only the task that kills its worker is charged (a node lost while a task ran
+            alone is charged to it too).
         init_options: more keyword arguments for ``ray.init``.
         name_prefix: when set, actors are named ``f"{name_prefix}{k}"`` (k = 0, 1, ...
             in start order, replacements included), so that ``ray.get_actor`` finds them.
@@ -171,6 +273,7 @@ class RayBackend:
     """
 
     address: str | None = "auto"
+    connect_timeout: float | None = attrs.field(default=60.0, validator=seconds(optional=True))
     actors: int = attrs.field(default=2, validator=attrs.validators.ge(1))
     runs_per_actor: int = attrs.field(default=64, validator=attrs.validators.ge(1))
     num_cpus: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
@@ -182,10 +285,12 @@ class RayBackend:
 
     async def run(self, tasks: Iterator[FleetTask], job: Job, recorder: Recorder) -> None:
         """Run every task on the cluster; see the class docstring. Cancelling kills the
-        actors (their tasks resume on the next run).
+        actors (their tasks resume on the next run); a cancel while connecting returns
+        at once (the connection attempt is abandoned to its thread).
 
         Raises:
-            FleetError: an actor could not start, or every actor died with tasks left.
+            FleetError: no connection to the cluster within ``connect_timeout``, an actor
+                could not start, or every actor died with tasks left.
             ImportError: Ray is not installed.
         """
         try:
@@ -196,9 +301,17 @@ class RayBackend:
 
         own_connection = False
         if not ray.is_initialized():
-            await trio.to_thread.run_sync(
-                lambda: ray.init(address=self.address, **self.init_options)
-            )
+            timeout = self.connect_timeout
+            try:
+                with trio.fail_after(math.inf if timeout is None else timeout):
+                    await _connect(ray, self.address, self.init_options)
+            except trio.TooSlowError:
+                raise FleetError(
+                    f"Ray did not start a local cluster within {timeout:g} s"
+                    if self.address is None
+                    else f"no Ray cluster answered at {self.address!r} within {timeout:g} s "
+                    "(is it running, and reachable from here?)"
+                ) from None
             own_connection = True
         chunk = self.chunk_size or max(1, self.runs_per_actor // 4)
         in_flight_chunks = max(2, -(-2 * self.runs_per_actor // chunk))
@@ -232,59 +345,69 @@ class RayBackend:
                 raise FleetError(f"a Ray actor of the fleet could not start: {exc}") from exc
             return actor
 
-        async def died(batch: list[FleetTask]) -> None:
-            back: list[FleetTask] = []
-            lost: list[FleetTask] = []
-            for task in batch:
-                attempts[task.id] = attempts.get(task.id, 0) + 1
-                (lost if attempts[task.id] >= self.max_attempts else back).append(task)
-            queue.finished(back)
-            for task in lost:
-                await recorder.record(
-                    TaskResult(
-                        id=task.id,
-                        reason=FAILED,
-                        steps=0,
-                        usage=Usage(),
-                        wall_time=0.0,
-                        error=f"the Ray actor running it died {attempts[task.id]} times",
-                        transcript=transcript_relpath(task.id),
-                    )
+        async def died(actor: _Actor, batch: list[FleetTask]) -> None:
+            if actor.died_with != 1:  # others died too: none of them is blamed
+                queue.finished(batch)
+                return
+            (task,) = batch  # it ran alone: it killed the actor (or the node went down)
+            attempts[task.id] = attempts.get(task.id, 0) + 1
+            if attempts[task.id] < self.max_attempts:
+                queue.finished(batch)
+                return
+            queue.finished()
+            await recorder.record(
+                TaskResult(
+                    id=task.id,
+                    reason=FAILED,
+                    steps=0,
+                    usage=Usage(),
+                    wall_time=0.0,
+                    error=f"its Ray actor died {attempts[task.id]} times while running it alone",
+                    transcript=transcript_relpath(task.id),
                 )
+            )
 
-        async def feed(actor: Any, dead: list[bool]) -> None:
-            while not dead[0]:
-                batch = await queue.next_chunk()
-                if batch is None:
+        async def feed(actor: _Actor) -> None:
+            while True:
+                work = await queue.next_chunk(actor)
+                if work is None:
                     return
+                batch, solo = work
+                if solo:
+                    await actor.wait_alone()
+                    if actor.dead:  # it died while the suspect waited: it never ran
+                        queue.finished(batch)
+                        return
+                actor.enter(len(batch))
                 counters.running += len(batch)
                 try:
-                    results: list[TaskResult] = await get(actor.run_chunk.remote(batch))
+                    results: list[TaskResult] = await get(actor.handle.run_chunk.remote(batch))
                 except RayActorError:
-                    dead[0] = True
-                    counters.running -= len(batch)
-                    await died(batch)
+                    actor.seen_dead()
+                    await died(actor, batch)
                     return
                 except BaseException:
-                    counters.running -= len(batch)
                     queue.finished()
                     raise
-                counters.running -= len(batch)
+                finally:
+                    counters.running -= len(batch)
+                    actor.leave(len(batch))
+                    if solo:
+                        actor.solo = False
                 for result in results:
                     await recorder.record(result)
                 queue.finished()
 
         async def slot() -> None:
             while True:
-                actor = await start_actor()
-                dead = [False]
+                actor = _Actor(await start_actor())
                 async with trio.open_nursery() as nursery:
                     for _ in range(in_flight_chunks):
-                        nursery.start_soon(feed, actor, dead)
-                if not dead[0]:
-                    await stop(actor)
+                        nursery.start_soon(feed, actor)
+                if not actor.dead:
+                    await stop(actor.handle)
                     return
-                ray.kill(actor)
+                ray.kill(actor.handle)
                 if restarts[0] == 0 or (queue.left == 0 and queue.in_flight == 0):
                     return
                 restarts[0] -= 1

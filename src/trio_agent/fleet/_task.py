@@ -96,8 +96,11 @@ class TaskSetup:
         model: streams the replies.
         tools: the tools of the run.
         system_prompt: the run's system prompt.
-        config: hooks and limits; ``max_steps`` counts across resumptions (a task
-            resumed after 3 steps gets ``max_steps - 3`` more).
+        config: hooks and limits; every limit counts across resumptions: a task
+            resumed after 3 steps gets ``max_steps - 3`` more, and one whose replies
+            so far used 2,000 output tokens gets ``max_output_tokens - 2000`` more (the
+            same for ``max_input_tokens``); a task resumed with a limit already spent
+            is recorded (``max_steps``, ``usage_limit``) without a request.
     """
 
     model: Model

@@ -9,12 +9,19 @@ alone. :func:`run_task` looks at the transcript first:
   was not aborted): the run had ended and only its line in ``results.jsonl`` was missing
   (the fleet died in between) — the result is rebuilt from the transcript, nothing runs;
 - ``max_steps`` already spent: the same, with reason ``max_steps``;
+- a token budget already spent (``max_input_tokens``, ``max_output_tokens``, judged as
+  the loop judges it before a request, on the tokens of every reply already in the
+  transcript): the same, with reason ``usage_limit``;
 - anything else: the run was interrupted. The transcript is read (a torn last line
   dropped), :func:`~trio_agent.repair` gives every unanswered call an ``aborted``
   result, the file is rewritten if that changed it, a ``CustomMessage`` of kind
   ``trio_agent.fleet.resume`` is appended (so the context ends where a run may continue,
   also after an aborted reply, which the providers leave out), and the run continues with
-  the steps it has left.
+  what it has left: the steps, and of each token budget the tokens not yet used.
+
+So every limit of the task's ``LoopConfig`` counts across resumptions: however often a
+task is interrupted and resumed, its run as a whole makes no more requests and spends no
+more tokens than one uninterrupted run with that config would.
 
 Every message a run finishes is appended to the transcript before the run goes on, so
 however the worker dies, no finished message is lost, and a rerun picks up after it.
@@ -50,6 +57,7 @@ from trio_agent import (
 )
 
 from .._messages import sum_usage
+from .._policy import over_budget
 from ._task import FAILED, Factory, FleetTask, TaskResult, TaskSetup, transcript_relpath
 
 if TYPE_CHECKING:
@@ -195,8 +203,9 @@ async def run_task(
         ):
             reason = _FINISHED_REPLY[last.stop_reason]
             return _result(task, reason, run_part, started, error=last.error_message)
-        if steps >= config.max_steps:
-            return _result(task, "max_steps", run_part, started)
+        left = _limits_left(config, run_part, steps)
+        if isinstance(left, str):
+            return _result(task, left, run_part, started)
         if torn or repaired != history:
             await trio.to_thread.run_sync(
                 partial(write_transcript, path, repaired, fsync=job.fsync is not False)
@@ -216,7 +225,7 @@ async def run_task(
                     tools=setup.tools,
                 ),
                 setup.model,
-                attrs.evolve(config, max_steps=config.max_steps - steps),
+                left,
                 on_event=transcript,
             )
         return _result(
@@ -229,6 +238,43 @@ async def run_task(
         )
     except Exception as exc:  # the user's factory, model or tools may raise anything
         return _failed(task, exc, started)
+
+
+def _limits_left(
+    config: LoopConfig, run_part: Sequence[Message], steps: int
+) -> LoopConfig | Literal["max_steps", "usage_limit"]:
+    """``config`` with the limits a resumed run has left, given the messages its earlier
+    runs left in the transcript (``run_part``, ``steps`` replies); or the end reason of
+    the first limit they already spent.
+
+    Spent is what the loop itself checks before a request: ``steps`` has reached
+    ``max_steps``; the output tokens used have reached ``max_output_tokens``, or the
+    prompt tokens used plus those of the last reply's request exceed
+    ``max_input_tokens`` (``over_budget``). What is left is each limit minus what was
+    used, so that the resumed run stops where the uninterrupted one would have (an input
+    budget is kept at 1 at least, the least ``LoopConfig`` takes, when a last reply
+    without usage leaves it at exactly 0).
+    """
+    if steps >= config.max_steps:
+        return "max_steps"
+    config = attrs.evolve(config, max_steps=config.max_steps - steps)
+    if config.max_input_tokens is None and config.max_output_tokens is None:
+        return config
+    used = sum_usage(run_part)
+    last = next((m for m in reversed(run_part) if type(m) is AssistantMessage), None)
+    if over_budget(
+        used,
+        last.usage.prompt_tokens if last is not None else 0,
+        max_input_tokens=config.max_input_tokens,
+        max_output_tokens=config.max_output_tokens,
+    ):
+        return "usage_limit"
+    max_in, max_out = config.max_input_tokens, config.max_output_tokens
+    return attrs.evolve(
+        config,
+        max_input_tokens=None if max_in is None else max(1, max_in - used.prompt_tokens),
+        max_output_tokens=None if max_out is None else max_out - used.output_tokens,
+    )
 
 
 def _failed(task: FleetTask, exc: Exception, started: float) -> TaskResult:
