@@ -8,7 +8,7 @@ import math
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -16,11 +16,21 @@ from _httpserver import Stall, error, sse
 from _streamkit import KEY, make_model
 from test_providers_agent import anthropic_reply, openai_reply
 
-from trio_agent import JsonlTranscript, ToolResultMessage, load_transcript
+from trio_agent import (
+    AssistantMessage,
+    JsonlTranscript,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    check_transcript,
+    load_transcript,
+    write_transcript,
+)
 from trio_agent.cli.chat import CONFIRMED_TOOLS, run_chat
 from trio_agent.tools import workspace
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
     from _httpserver import Server
@@ -116,6 +126,200 @@ async def test_the_api_key_file_is_read(server: Server, tmp_path: Path) -> None:
                              str(tmp_path / "nope"))  # fmt: skip
     assert missing[0] == 2
     assert "cannot read the API key file" in missing[2]
+
+
+# --- one transcript per conversation: --resume continues one ------------------------------
+
+WITH_KEY = {**WITHOUT_KEYS, "OPENAI_API_KEY": KEY}
+
+
+def _roles_and_texts(messages: Sequence[Any]) -> list[tuple[str, str]]:
+    return [(m["role"], _text_of(m)) for m in messages]
+
+
+def _text_of_message(message: Any) -> str:
+    return "".join(getattr(b, "text", "") for b in message.content)
+
+
+def _text_of(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or ())
+
+
+async def test_an_existing_transcript_is_refused_without_resume(
+    server: Server, tmp_path: Path
+) -> None:
+    server.add(sse(openai_reply("Hello.", [])))
+    code, _, err = await chat_cli(*_local(server.url + "/v1", tmp_path), env=WITH_KEY)
+    assert code == 0, err
+    path = tmp_path / "t.jsonl"
+    before = path.read_bytes()
+    code, out, err = await chat_cli(*_local(server.url + "/v1", tmp_path), env=WITH_KEY)
+    assert code == 2
+    assert out == ""
+    assert err == (
+        f"trio-agent chat: the transcript {path} exists already: continue that "
+        f"conversation with --resume {path}, or give --transcript a new path\n"
+    )
+    assert path.read_bytes() == before  # nothing appended
+    assert len(server.requests) == 1  # the second session never started
+
+
+async def test_resume_continues_the_conversation_in_the_same_file(
+    server: Server, tmp_path: Path
+) -> None:
+    # Both sessions' replies use the call id call_1: the resumed session renames the
+    # second, so the file keeps one id per call.
+    write = ("call_1", "write", {"path": "a.txt", "content": "a"})
+    server.add(sse(openai_reply("Writing.", [write])), sse(openai_reply("Wrote a.", [])))
+    code, _, err = await chat_cli(
+        *_local(server.url + "/v1", tmp_path), "--yes", stdin=b"write a\n", env=WITH_KEY
+    )
+    assert code == 0, err
+    path = tmp_path / "t.jsonl"
+    first = load_transcript(path).messages
+    assert [m.role for m in first] == ["user", "assistant", "tool_result", "assistant"]
+
+    again = ("call_1", "write", {"path": "b.txt", "content": "b"})
+    server.add(sse(openai_reply("Writing.", [again])), sse(openai_reply("Wrote b.", [])))
+    code, out, err = await chat_cli(
+        "--base-url", server.url + "/v1", "--model", "m", "--folder", str(tmp_path),
+        "--resume", str(path), "--yes", stdin=b"now write b\n", env=WITH_KEY,
+    )  # fmt: skip
+    assert code == 0, err
+    assert err == ""
+    assert f"resuming {path}: 4 messages" in out.splitlines()
+    assert out.rstrip().splitlines()[-1] == f"transcript: {path}"
+    # The model saw the first conversation before the new prompt.
+    sent = server.requests[2].json()["messages"]
+    assert _roles_and_texts(sent[1:]) == [
+        ("user", "write a"),
+        ("assistant", "Writing."),
+        ("tool", "Created a.txt (1 bytes, 1 line)."),
+        ("assistant", "Wrote a."),
+        ("user", "now write b"),
+    ]
+    # One file, both sessions, in order, and it checks clean.
+    loaded = load_transcript(path)
+    assert loaded.whole
+    assert loaded.messages[:4] == first
+    assert [_text_of_message(m) for m in loaded.messages[4:]] == [
+        "now write b",
+        "Writing.",
+        "Created b.txt (1 bytes, 1 line).",
+        "Wrote b.",
+    ]
+    check_transcript(loaded.messages)
+    ids = [c.id for m in loaded.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert len(ids) == len(set(ids)) == 2
+    assert (tmp_path / "b.txt").read_text() == "b"
+    checked = await trio.run_process(
+        [sys.executable, "-m", "trio_agent.cli", "check", str(path)],
+        capture_stdout=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout
+
+
+async def test_resume_repairs_a_torn_unpaired_transcript_first(
+    server: Server, tmp_path: Path
+) -> None:
+    # A crash mid-batch: the reply's call has no result, and the line being written
+    # when the process died is torn.
+    path = tmp_path / "t.jsonl"
+    call = ToolCall(id="c1", name="ls", arguments={})
+    write_transcript(
+        path,
+        [
+            UserMessage.text("list the folder", timestamp=1.0),
+            AssistantMessage(content=(call,), stop_reason="tool_use", timestamp=2.0),
+        ],
+    )
+    with path.open("ab") as f:
+        f.write(b'{"role": "tool_result", "tool_call_id": "c1", "con')
+    server.add(sse(openai_reply("Let us start over.", [])))
+    code, out, err = await chat_cli(
+        "--base-url", server.url + "/v1", "--model", "m", "--folder", str(tmp_path),
+        "--resume", str(path), stdin=b"again\n", env=WITH_KEY,
+    )  # fmt: skip
+    assert code == 0, err
+    lines = out.splitlines()
+    assert f"resuming {path}: 3 messages" in lines
+    assert "  (its torn last line (line 4) was dropped)" in lines
+    assert "  (1 tool call without a result got an aborted one)" in lines
+    loaded = load_transcript(path)
+    assert loaded.whole
+    check_transcript(loaded.messages)
+    assert [m.role for m in loaded.messages] == [
+        "user",
+        "assistant",
+        "tool_result",
+        "user",
+        "assistant",
+    ]
+    repaired = loaded.messages[2]
+    assert isinstance(repaired, ToolResultMessage)
+    assert repaired.is_error
+    # The request carried the repaired history.
+    sent = server.requests[0].json()["messages"]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "user"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--resume", "missing.jsonl"], "--resume: no transcript at missing.jsonl"),
+        (
+            ["--resume", "a.jsonl", "--transcript", "b.jsonl"],
+            "--resume PATH is the transcript the session appends to: leave out "
+            "--transcript (or give both the same path)",
+        ),
+        (
+            ["--resume", "not-a-transcript.txt"],
+            "--resume: cannot continue not-a-transcript.txt: not-a-transcript.txt:1:",
+        ),
+        (
+            # Two sessions appended to one file (what an earlier version did): the
+            # same call id twice is no pairing repair can fix.
+            ["--resume", "twice.jsonl"],
+            "--resume: cannot continue twice.jsonl: ",
+        ),
+    ],
+)
+async def test_bad_resume_is_one_line_and_exit_2(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    (tmp_path / "a.jsonl").write_bytes(b"")
+    (tmp_path / "not-a-transcript.txt").write_text("hello\n")
+    session = [
+        UserMessage.text("go", timestamp=1.0),
+        AssistantMessage(
+            content=(ToolCall(id="c1", name="ls", arguments={}),),
+            stop_reason="tool_use",
+            timestamp=2.0,
+        ),
+        ToolResultMessage(tool_call_id="c1", tool_name="ls", content=(), timestamp=3.0),
+    ]
+    write_transcript(tmp_path / "twice.jsonl", session * 2)
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, "-m", "trio_agent.cli", "chat", "--base-url",
+             "http://127.0.0.1:9/v1", "--model", "m", *extra],
+            stdin=b"",
+            capture_stdout=True,
+            capture_stderr=True,
+            cwd=tmp_path,
+            check=False,
+        )  # fmt: skip
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert err.startswith(f"trio-agent chat: {message}")
+    assert err.count("\n") == 1
+    if "twice" in message:
+        assert err.endswith("'trio-agent check twice.jsonl' lists them\n")
+    assert done.stdout == b""
 
 
 # --- approval ----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from .. import _events as ev
 from .._agent import Agent, open_agent
 from .._config import BeforeToolCallContext, BeforeToolCallResult, LoopConfig
 from .._errors import AgentRunError
-from .._messages import UserMessage
+from .._messages import Message, UserMessage
 from ._chat_options import KEY_ENVS
 from ._render import LiveView, Output, describe_call, wants_color
 
@@ -232,8 +232,14 @@ async def run_chat(
     errors: TextIO | None = None,
     confirm: Collection[str] = (),
     can_ask: bool = True,
+    history: Sequence[Message] = (),
+    notes: Sequence[str] = (),
 ) -> int:
     """Hold a chat session: each line of ``lines`` is a prompt, or steering during a run.
+
+    The conversation starts from ``history`` (a resumed session's messages, already in
+    ``sink``'s file; empty for a new one); ``notes`` are lines shown before the first
+    prompt (what was done to resume it).
 
     Ends when ``lines`` ends (after the current run) or at a second item of ``signals``
     in a row (the first aborts the run in progress). Every event goes to ``sink`` (an
@@ -264,9 +270,16 @@ async def run_chat(
     if title:
         view.line(s.bold("trio-agent chat") + s.dim(f" · {title}"))
     view.line(s.dim(f"tools: {', '.join(t.name for t in tools) or 'none'}"))
+    if history:
+        n = len(history)
+        view.line(s.dim(f"resuming {sink.path}: {n} message{'s' if n != 1 else ''}"))
+    for note in notes:
+        view.line(s.dim(f"  ({note})"))
     view.line(s.dim("type a message and press Enter; typing during a run steers it; Ctrl-C aborts"))
     async with (
-        open_agent(model, tools=tools, system_prompt=system_prompt, config=config) as agent,
+        open_agent(
+            model, tools=tools, system_prompt=system_prompt, config=config, messages=history
+        ) as agent,
         agent.subscribe() as events,
         trio.open_nursery() as nursery,
     ):
