@@ -26,6 +26,7 @@ from trio_agent import (
     load_transcript,
     write_transcript,
 )
+from trio_agent.cli import main
 from trio_agent.cli.chat import CONFIRMED_TOOLS, run_chat
 from trio_agent.tools import workspace
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 WITHOUT_KEYS = {
     k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 }
+WITH_KEY = {**WITHOUT_KEYS, "OPENAI_API_KEY": KEY}
 
 
 async def chat_cli(
@@ -128,9 +130,48 @@ async def test_the_api_key_file_is_read(server: Server, tmp_path: Path) -> None:
     assert "cannot read the API key file" in missing[2]
 
 
-# --- one transcript per conversation: --resume continues one ------------------------------
+@pytest.mark.parametrize(
+    ("option", "error"),
+    [
+        (
+            ["--reasoning", "extreme"],
+            "argument --reasoning: invalid choice: 'extreme' (choose from 'off', 'minimal', "
+            "'low', 'medium', 'high', 'xhigh')",
+        ),
+        (["--max-tokens", "-5"], "argument --max-tokens: must be a whole number above 0, not '-5'"),
+        (["--max-tokens", "0"], "argument --max-tokens: must be a whole number above 0, not '0'"),
+        (
+            ["--max-tokens", "lots"],
+            "argument --max-tokens: must be a whole number above 0, not 'lots'",
+        ),
+    ],
+)
+def test_bad_reasoning_and_max_tokens_are_usage_errors(
+    option: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["chat", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", *option])
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("usage: trio-agent chat ")
+    assert captured.err.rstrip("\n").splitlines()[-1] == f"trio-agent chat: error: {error}"
 
-WITH_KEY = {**WITHOUT_KEYS, "OPENAI_API_KEY": KEY}
+
+async def test_reasoning_and_max_tokens_reach_the_request(server: Server, tmp_path: Path) -> None:
+    server.add(sse(openai_reply("Hello.", [])))
+    code, _, err = await chat_cli(
+        *_local(server.url + "/v1", tmp_path),
+        "--reasoning", "high", "--max-tokens", "300",
+        env=WITH_KEY,
+    )  # fmt: skip
+    assert code == 0, err
+    body = server.requests[0].json()
+    assert body["reasoning_effort"] == "high"
+    assert 300 in body.values()
+
+
+# --- one transcript per conversation: --resume continues one ------------------------------
 
 
 def _roles_and_texts(messages: Sequence[Any]) -> list[tuple[str, str]]:

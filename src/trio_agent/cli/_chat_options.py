@@ -9,6 +9,7 @@ extra) with the message the command prints before exiting with code 2.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from pathlib import Path
@@ -21,17 +22,17 @@ from .._jsonl import load_transcript, write_transcript
 from .._messages import Message
 from .._pairing import repair, transcript_violations
 from ..providers import Anthropic, OpenAIChat
+from ..providers._anthropic import THINKING_BUDGETS
 from ._common import holds_a_transcript, state_file
 
 if TYPE_CHECKING:
-    import argparse
-
     from .._observer import Observer
     from ..mcp import McpServer
 
 __all__ = [
     "DEFAULT_URLS",
     "KEY_ENVS",
+    "REASONING_LEVELS",
     "SYSTEM_PROMPT",
     "ChatTranscript",
     "add_arguments",
@@ -39,8 +40,12 @@ __all__ = [
     "make_model",
     "make_observer",
     "mcp_servers",
+    "positive_int",
     "session_transcript",
 ]
+
+REASONING_LEVELS = ("off", *THINKING_BUDGETS)
+"""What ``--reasoning`` takes: the levels both providers know."""
 
 SYSTEM_PROMPT = (
     "You are a coding agent working in the folder {folder}. Use the tools to look at and "
@@ -102,8 +107,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run write, edit and bash calls without asking first",
     )
     parser.add_argument("--system", metavar="TEXT", help="the system prompt")
-    parser.add_argument("--reasoning", metavar="LEVEL", help="minimal, low, medium or high")
-    parser.add_argument("--max-tokens", metavar="N", type=int, help="longest reply, in tokens")
+    parser.add_argument(
+        "--reasoning",
+        metavar="LEVEL",
+        choices=REASONING_LEVELS,
+        help=f"how hard the model thinks: {', '.join(REASONING_LEVELS)} (default: the model's own)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        metavar="N",
+        type=positive_int,
+        help="longest reply, in tokens (a whole number above 0)",
+    )
     parser.add_argument(
         "--transcript",
         metavar="PATH",
@@ -152,6 +167,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(needs 'trio-agent[otel]' and opentelemetry-sdk). Without it, spans go where "
         "'opentelemetry-instrument' set up from the OTEL_* variables, if it did",
     )
+
+
+def positive_int(text: str) -> int:
+    """An option's value as a whole number above 0 (an ``argparse`` ``type``).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else; argparse prints it with the usage
+            and exits with code 2.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number above 0, not {text!r}")
+    return value
 
 
 @attrs.frozen
