@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -380,7 +381,9 @@ class _Watched(io.StringIO):
         return super().write(text)
 
 
-async def approve(server: Server, tmp_path: Path, answer: str) -> tuple[str, Path]:
+async def approve(server: Server, tmp_path: Path, answer: str | None) -> tuple[str, Path]:
+    """A chat asked to write ``out.txt``; ``answer`` is typed at the question (None: the
+    input ends there, as with Ctrl-D)."""
     call = ("call_1", "write", {"path": "out.txt", "content": "written\n"})
     server.add(sse(openai_reply("Writing.", [call])), sse(openai_reply("Done.", [])))
     send, lines = trio.open_memory_channel[str](math.inf)
@@ -393,7 +396,8 @@ async def approve(server: Server, tmp_path: Path, answer: str) -> tuple[str, Pat
 
                 async def user() -> None:
                     await out.asked.wait()
-                    await send.send(answer + "\n")
+                    if answer is not None:
+                        await send.send(answer + "\n")
                     send.close()
 
                 nursery.start_soon(user)
@@ -415,9 +419,30 @@ def _result(path: Path) -> ToolResultMessage:
     return results[0]
 
 
+def _timeless(text: str) -> list[str]:
+    """``text``'s lines with durations (``6.8 ms``, ``1.02 s``) and the temporary
+    folder written as ``T`` and ``TMP``."""
+    return re.sub(r"\d+(\.\d+)? m?s\b", "T", text).splitlines()
+
+
 async def test_a_write_runs_after_the_user_says_yes(server: Server, tmp_path: Path) -> None:
     out, path = await approve(server, tmp_path, "y")
-    assert "allow write out.txt? [y/N]" in out
+    # Every line once, in order: the call's line, the batch line and the final answer.
+    assert _timeless(out) == [
+        "tools: read, write, edit, ls, find, grep",
+        "type a message and press Enter; typing during a run steers it; Ctrl-C aborts",
+        "",
+        "you › write out.txt",
+        "",
+        "assistant › Writing.",
+        "  … write out.txt",
+        "  allow write out.txt? [y/N]",
+        "  ✓ write out.txt — Created out.txt (8 bytes, 1 line). · T",
+        "  batch: 1 call · wall T · critical path T · sum of calls T · peak concurrency 1",
+        "",
+        "assistant › Done.",
+        f"transcript: {path}",
+    ]
     assert (tmp_path / "out.txt").read_text() == "written\n"
     assert not _result(path).is_error
 
@@ -430,6 +455,28 @@ async def test_a_write_is_blocked_when_the_user_says_no(server: Server, tmp_path
     assert "the user declined this call" in result.text
     # The answer was not taken as steering.
     assert "steering" not in out
+
+
+async def test_the_input_ending_while_a_call_waits_declines_it(
+    server: Server, tmp_path: Path
+) -> None:
+    # Ctrl-D at the question: nothing more will be read, so the call is declined (the
+    # model reads why) and the session ends after the run, instead of waiting for ever.
+    out, path = await approve(server, tmp_path, None)
+    assert _timeless(out)[6:] == [
+        "  … write out.txt",
+        "  allow write out.txt? [y/N]",
+        "  refused (no answer: the input ended): write out.txt",
+        "  ✗ write out.txt — blocked: the user left before answering whether to allow it · T",
+        "  batch: 0 calls · wall T · critical path T · sum of calls T · peak concurrency 0",
+        "",
+        "assistant › Done.",
+        f"transcript: {path}",
+    ]
+    assert not (tmp_path / "out.txt").exists()
+    result = _result(path)
+    assert result.is_error
+    assert result.text == "the user left before answering whether to allow it"
 
 
 async def test_without_a_terminal_and_without_yes_writes_are_refused(
