@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import trio
 
@@ -141,7 +141,11 @@ def assert_paired(messages: Sequence[Any]) -> None:
 
 
 def assert_consistent(
-    result: Any, events: Sequence[AgentEvent], requests: Sequence[ModelRequest]
+    result: Any,
+    events: Sequence[AgentEvent],
+    requests: Sequence[ModelRequest],
+    *,
+    tool_execution: Literal["parallel", "sequential"] = "parallel",
 ) -> None:
     """The public :func:`assert_run_invariants` on a finished run.
 
@@ -155,7 +159,14 @@ def assert_consistent(
     kept = transcript[: len(transcript) - new]
     swapped = transcript[len(kept) :] != tuple(result.messages)
     before = Context(messages=() if swapped else kept)
-    assert_run_invariants(result, events, requests, before, context_swapped=swapped)
+    assert_run_invariants(
+        result,
+        events,
+        requests,
+        before,
+        context_swapped=swapped,
+        tool_execution=tool_execution,
+    )
 
 
 async def abort_when_reached(

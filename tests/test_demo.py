@@ -172,6 +172,24 @@ def test_demo_json_and_transcript_option(folder: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "state").exists()
 
 
+def test_an_existing_transcript_is_refused(folder: Path, tmp_path: Path) -> None:
+    # A second demo appended to the same file would mix two sessions (and their call
+    # ids): the second one is refused, the file left as it was.
+    chosen = tmp_path / "run.jsonl"
+    first = demo(folder, tmp_path / "state", "--pace", "0", "--transcript", str(chosen))
+    assert first.returncode == 0, first.stderr
+    before = chosen.read_bytes()
+    again = demo(folder, tmp_path / "state", "--pace", "0", "--transcript", str(chosen))
+    assert again.returncode == 2
+    assert again.stdout == ""
+    assert again.stderr == (
+        f"trio-agent demo: the transcript {chosen} exists already: give --transcript a "
+        "new path (or leave it out)\n"
+    )
+    assert chosen.read_bytes() == before
+    loaded(chosen)  # still one whole, paired session
+
+
 def test_ctrl_c_aborts_with_130_and_a_paired_transcript(folder: Path, tmp_path: Path) -> None:
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONIOENCODING": "utf-8"}
     with subprocess.Popen(

@@ -23,6 +23,7 @@ from loopkit import (
 from trio_agent import (
     AfterToolCallContext,
     AfterToolCallResult,
+    AgentEnd,
     AssistantMessage,
     BeforeToolCallContext,
     BeforeToolCallResult,
@@ -47,6 +48,7 @@ from trio_agent import (
     TurnContext,
     UserMessage,
     check_transcript,
+    open_agent,
     open_agent_loop,
     run_agent_loop,
 )
@@ -428,7 +430,7 @@ async def test_sequential_results_are_appended_as_each_call_settles(
     assert results == ["a", "x", "b", "c"]
     (turn_end,) = [e for e in rec.events if e.type == "turn_end"][:1]
     assert [r.tool_call_id for r in turn_end.tool_results] == ["a", "x", "b", "c"]
-    assert_consistent(result, rec.events, model.requests)
+    assert_consistent(result, rec.events, model.requests, tool_execution="sequential")
 
 
 async def test_parallel_results_still_wait_for_the_whole_batch(autojump_clock: Any) -> None:
@@ -445,12 +447,35 @@ async def test_parallel_results_still_wait_for_the_whole_batch(autojump_clock: A
     ]
 
 
+SEQUENTIAL_ORDER = [
+    "start a",
+    "end a",
+    "msg a done",
+    "start b",
+    "end b",
+    "msg b done",
+    "start c",
+    "end c",
+    "msg c done",
+]
+"""pi's order for a sequential batch of calls a, b, c — whatever stops it part-way: each
+call's result message right after its end, before the next call starts."""
+
+
+def _three_sleeps() -> ScriptedModel:
+    # b is the call running when the batch is stopped (at t = 1..11).
+    return ScriptedModel(
+        [
+            tool_use(call("a", "sleep", s=1), call("b", "sleep", s=10), call("c", "sleep", s=1)),
+            reply(),
+        ]
+    )
+
+
 async def test_an_abort_mid_sequential_batch_keeps_the_appended_results(
     autojump_clock: Any,
 ) -> None:
-    model = ScriptedModel(
-        [tool_use(call("a", "sleep", s=1), call("b", "sleep", s=10), call("c", "sleep", s=1))]
-    )
+    model = _three_sleeps()
     rec = Recorder()
     async with open_agent_loop(
         prompt(), ctx(sleeper("sleep", 0)), model, LoopConfig(tool_execution="sequential")
@@ -462,20 +487,94 @@ async def test_an_abort_mid_sequential_batch_keeps_the_appended_results(
     result = run.result
     assert result is not None
     assert result.reason == "aborted"
-    assert _batch_order(rec.events) == [
-        "start a",
-        "end a",
-        "msg a done",
-        "start b",
-        "end b",
-        "start c",
-        "end c",
-        "msg b done",
-        "msg c done",
-    ]
+    # The aborted call is finalized (its result message) before the skipped c starts.
+    assert _batch_order(rec.events) == SEQUENTIAL_ORDER
+    outcomes = [(e.call_id, e.outcome) for e in rec.of(ToolExecutionEnd)]
+    assert outcomes == [("a", "ok"), ("b", "aborted"), ("c", "aborted")]
     texts = [m.text for m in result.messages if isinstance(m, ToolResultMessage)]
     assert texts == ["a slept", "Tool call aborted: enough.", "Tool call aborted: enough."]
-    assert_consistent(result, rec.events, model.requests)
+    assert_consistent(result, rec.events, model.requests, tool_execution="sequential")
+
+
+async def test_an_outer_cancel_mid_sequential_batch_keeps_pis_order(
+    autojump_clock: Any,
+) -> None:
+    model = _three_sleeps()
+    rec = Recorder()
+    with trio.move_on_after(5) as deadline:  # b is running
+        await run_agent_loop(
+            prompt(),
+            ctx(sleeper("sleep", 0)),
+            model,
+            LoopConfig(tool_execution="sequential"),
+            on_event=rec,
+        )
+    assert deadline.cancelled_caught
+    assert _batch_order(rec.events) == SEQUENTIAL_ORDER
+    outcomes = [(e.call_id, e.outcome) for e in rec.of(ToolExecutionEnd)]
+    assert outcomes == [("a", "ok"), ("b", "aborted"), ("c", "aborted")]
+    (end,) = rec.of(AgentEnd)
+    assert end.reason == "aborted"
+    ended = [e.message for e in rec.events if isinstance(e, MessageEnd)]
+    assert ended == list(end.messages)
+    check_transcript([*prompt(), *end.messages])
+
+
+async def test_an_interrupt_mid_sequential_batch_keeps_pis_order(autojump_clock: Any) -> None:
+    model = _three_sleeps()
+    rec = Recorder()
+    async with open_agent(
+        model, tools=[sleeper("sleep", 0)], config=LoopConfig(tool_execution="sequential")
+    ) as agent:
+        async with agent.subscribe() as events, trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                async for event in events:
+                    rec(event)
+                    if isinstance(event, ToolExecutionStart) and event.call_id == "b":
+                        agent.steer("stop that", interrupt=True)
+                    if isinstance(event, AgentEnd):
+                        return
+
+            nursery.start_soon(watch)
+            with trio.fail_after(100):
+                result = await agent.prompt("go")
+    assert result.reason == "stop"
+    assert _batch_order(rec.events) == SEQUENTIAL_ORDER
+    outcomes = [(e.call_id, e.outcome) for e in rec.of(ToolExecutionEnd)]
+    assert outcomes == [("a", "ok"), ("b", "skipped"), ("c", "skipped")]
+    # The run went on with the steering message, after the batch's results.
+    assert [m.role for m in model.requests[1].messages][-4:] == [
+        "tool_result",
+        "tool_result",
+        "tool_result",
+        "user",
+    ]
+    assert_consistent(result, rec.events, model.requests, tool_execution="sequential")
+
+
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+async def test_skipped_calls_follow_the_batch_order_of_their_mode(mode: Any) -> None:
+    # A reply whose calls never run (here: cut by the length limit) gets a skipped result
+    # per call, in the order a batch of that mode would give them.
+    model = ScriptedModel([reply("cut", "length", call("a", "sleep"), call("b", "sleep"))])
+    rec = Recorder()
+    result = await run_agent_loop(
+        prompt(), ctx(sleeper("sleep", 0)), model, LoopConfig(tool_execution=mode), on_event=rec
+    )
+    assert result.reason == "length"
+    if mode == "sequential":
+        assert _batch_order(rec.events) == SEQUENTIAL_ORDER[:6]
+    else:
+        assert _batch_order(rec.events) == [
+            "start a",
+            "end a",
+            "start b",
+            "end b",
+            "msg a done",
+            "msg b done",
+        ]
+    assert_consistent(result, rec.events, model.requests, tool_execution=mode)
 
 
 async def test_one_sequential_tool_makes_a_mixed_batch_serial(autojump_clock: Any) -> None:

@@ -59,6 +59,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("command line", ("cli",)),
+    # ``python -m trio_agent``: the command line again.
+    ("entry point", ("__main__",)),
 )
 
 LAYER_OF: dict[str, int] = {

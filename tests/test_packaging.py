@@ -4,6 +4,8 @@ a LICENSE matching pyproject's, project URLs, and a light ``[hypothesis]`` extra
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -24,6 +26,31 @@ def test_the_command_line_prints_the_version(capsys: pytest.CaptureFixture[str])
         main(["--version"])
     assert info.value.code == 0
     assert capsys.readouterr().out.strip() == f"trio-agent {trio_agent.__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "out", "err"),
+    [
+        (["--version"], 0, f"trio-agent {trio_agent.__version__}\n", ""),
+        ([], 2, "", "the following arguments are required: COMMAND"),
+        (["check", "no-such-file.jsonl"], 1, "", "no-such-file.jsonl: cannot read: "),
+    ],
+)
+def test_python_dash_m_trio_agent_is_the_command(
+    args: list[str], code: int, out: str, err: str, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_agent", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stdout == out
+    assert err in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_license_urls_and_extras() -> None:

@@ -398,6 +398,52 @@ async def test_a_sequential_batch_keeps_the_call_event_invariants(
     )
 
 
+@pytest.mark.parametrize("stop", ["abort", "interrupt", "deadline"])
+async def test_a_stopped_sequential_batch_finalizes_each_call_in_turn(
+    autojump_clock: MockClock, stop: str
+) -> None:
+    # Stopped while b runs (t = 1): b and c get stop results, each followed at once by
+    # its result message, as a call that settled is (pi's sequential order).
+    calls = (
+        CallScript(id="a", tool="serial", latency=0.5),
+        CallScript(id="b", tool="serial", latency=5.0),
+        CallScript(id="c", tool="serial", latency=0.5),
+    )
+    script = attrs.evolve(
+        BATCH,
+        replies=(
+            ReplyScript(stop_reason="tool_use", calls=calls),
+            ReplyScript(stop_reason="stop", text="Done!"),
+        ),
+        arrivals=(),
+        abort=AbortScript(at_time=1.0) if stop == "abort" else None,
+        interrupts=(InterruptScript(at_time=1.0),) if stop == "interrupt" else (),
+        deadline=1.0 if stop == "deadline" else None,
+    )
+    run = await run_of(script)
+    assert run.violations() == []
+    outcomes = [(e.call_id, e.outcome) for e in run.events if isinstance(e, ToolExecutionEnd)]
+    stopped = "skipped" if stop == "interrupt" else "aborted"
+    assert outcomes == [("a", "ok"), ("b", stopped), ("c", stopped)]
+    # b's result message moved after c's events (the order a parallel batch's stop
+    # results take) is caught.
+    events = list(run.events)
+    end_b, end_c = (
+        i
+        for i, e in enumerate(events)
+        if isinstance(e, ToolExecutionEnd) and e.call_id in ("b", "c")
+    )
+    message_b = events[end_b + 1 : end_b + 3]
+    assert [type(e) for e in message_b] == [MessageStart, MessageEnd]
+    late = [*events[: end_b + 1], *events[end_b + 3 : end_c + 1], *message_b]
+    late += events[end_c + 1 :]
+    found = attrs.evolve(run, events=tuple(late)).violations()
+    assert any(
+        "call 'b' (" + stopped + ") in sequential mode: its result message does not follow" in v
+        for v in found
+    ), found
+
+
 def test_lost_or_reordered_queued_messages_are_caught(good: ScriptRun) -> None:
     ghost = UserMessage.text("never delivered", timestamp=0.0)
     assert "[6 queues]" in tags(good, polled=(*good.polled, ghost))

@@ -155,6 +155,28 @@ def test_malformed_input_names_the_bad_path(text: str, path: str, fragment: str)
     assert path in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (["hello"], "messages[0] is str 'hello', not a message (UserMessage, "),
+        ([EVERY_KIND[0], {"role": "user"}], "messages[1] is dict {'role': 'user'}, not a message"),
+        ("hello", "messages must be a sequence of messages, not str 'hello'"),
+        (EVERY_KIND[0], "messages must be a sequence of messages, not UserMessage"),
+        (None, "messages must be a sequence of messages, not None"),
+    ],
+)
+def test_dumps_refuses_what_loads_would_refuse(value: object, error: str) -> None:
+    # What is written must read back: a value that is not a message is a TypeError
+    # naming it and its position, as the transcript writers say.
+    with pytest.raises(TypeError) as raised:
+        dumps(value)  # type: ignore[arg-type]
+    assert str(raised.value).startswith(error)
+
+
+def test_dumps_takes_any_iterable_of_messages() -> None:
+    assert loads(dumps(m for m in EVERY_KIND)) == tuple(EVERY_KIND)
+
+
 def test_events_serialize_with_their_tags() -> None:
     end = AgentEnd(reason="stop", messages=tuple(EVERY_KIND))
     data = json.loads(event_to_json(end))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import trio
@@ -40,7 +40,16 @@ if TYPE_CHECKING:
     from ._observer import ObservedCall, Probe
     from ._sink import EventDelivery
 
-__all__ = ["Batch", "CallState", "Closed"]
+__all__ = ["Batch", "CallState", "Closed", "runs_sequentially"]
+
+
+def runs_sequentially(config: LoopConfig, tools: Iterable[Tool], calls: Iterable[ToolCall]) -> bool:
+    """Whether the calls of one reply run in sequential mode: the config says so, or one
+    of them names a tool with ``execution_mode="sequential"`` (as in pi)."""
+    if config.tool_execution == "sequential":
+        return True
+    named = {t.name for t in tools if t.execution_mode == "sequential"}
+    return bool(named) and any(call.name in named for call in calls)
 
 
 class CallState(ToolContext):
@@ -111,11 +120,13 @@ class Closed(NamedTuple):
     """What the run takes from a batch that is over (see :meth:`Batch.close`)."""
 
     events: list[ev.AgentEvent]
-    """The events still owed: the stopped calls' start and end events."""
+    """The events still owed: the stopped calls' start and end events (in sequential
+    mode, each call's end followed by its result message's start and end)."""
     results: list[ToolResultMessage]
     """Every call's result, in declaration order."""
     unappended: list[ToolResultMessage]
-    """The results not in the transcript yet, in declaration order (now marked in)."""
+    """The results not in the transcript yet, in declaration order (now marked in), for
+    the run to append (always empty in sequential mode: the batch appends each itself)."""
     stats: ev.TurnStats
     terminate: bool
     """Every result set ``terminate`` (and there was at least one)."""
@@ -166,8 +177,9 @@ class Batch:
         self.config = config
         self._sink = sink
         self._append = append
-        self._interleave = False  # sequential: each result appended as its call settles
         self._tools = {t.name: t for t in context.tools}
+        # Sequential: each result appended as its call settles (or is stopped).
+        self._interleave = runs_sequentially(config, context.tools, calls)
         self.stop_outcome: ev.ToolOutcome = "aborted"
         self.stop_text = "Tool call aborted: the run was aborted."
         self._running = 0
@@ -180,19 +192,12 @@ class Batch:
 
     # --- driving ---------------------------------------------------------------------
 
-    def sequential(self) -> bool:
-        if self.config.tool_execution == "sequential":
-            return True
-        named = {name for name, t in self._tools.items() if t.execution_mode == "sequential"}
-        return bool(named) and any(st.call.name in named for st in self.states)
-
     async def run(self) -> None:
         """Run the batch. When the run's scope is cancelled (an interrupt, an abort),
         ``Cancelled`` propagates with the calls unfinished; the run ends them."""
         self._started_at = self._clock.current_time()
         try:
-            if self.sequential():
-                self._interleave = True
+            if self._interleave:
                 for st in self.states:
                     if await self._prepare(st):
                         await self._execute_now(st)
@@ -220,7 +225,13 @@ class Batch:
 
     def close(self) -> Closed:
         """Give every call without a result its stop result, and hand over what the run
-        takes from the batch (one pass over the calls)."""
+        takes from the batch (one pass over the calls).
+
+        In sequential mode each stopped call is finalized in turn, as if it had settled:
+        its ``ToolExecutionEnd``, then its result message, then the next call's events
+        (pi's order). In parallel mode the stopped calls' events come first and the run
+        appends the results after them.
+        """
         events: list[ev.AgentEvent] = []
         results: list[ToolResultMessage] = []
         unappended: list[ToolResultMessage] = []
@@ -241,10 +252,13 @@ class Batch:
             results.append(result)
             if not st.appended:
                 # In sequential mode a finished call's result is in the transcript
-                # already (appended as the call settled); the rest are the run's to
-                # append now.
+                # already (appended as the call settled) and a stopped one's goes in
+                # now, right after its end; in parallel mode the run appends them all.
                 st.appended = True
-                unappended.append(result)
+                if self._interleave:
+                    events.extend(self._append(result))
+                else:
+                    unappended.append(result)
             terminate = terminate and st.terminate
             start, end = st.start, st.end
             # NaN (the call never ran, or never finished) is the one value not equal

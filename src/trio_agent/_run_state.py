@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import trio
 
 from . import _events as ev
+from ._batch import runs_sequentially
 from ._call_ids import CallIds
 from ._config import AgentRunResult, Context, NextTurn, TurnContext, check_loop_config
 from ._errors import AgentUsageError
@@ -347,14 +348,14 @@ class RunState:
             self.turn_message = message
             self.acc = None
         new_results: list[ToolResultMessage] = []
-        to_append: list[ToolResultMessage] = []
         answered = {r.tool_call_id for r in self.turn_results}
         batch = self.batch
         if batch is not None:
             closed = batch.close()
             events.extend(closed.events)
+            for result in closed.unappended:
+                events.extend(self._append(result))
             new_results.extend(closed.results)
-            to_append.extend(closed.unappended)
             self.turn_stats = closed.stats
             self.batch = None
         answered.update(r.tool_call_id for r in new_results)
@@ -365,15 +366,12 @@ class RunState:
                 why = f"the run was aborted ({self.abort_reason})"
             else:
                 why = "the run was aborted"
+            unanswered: list[ToolCall] = []
             for call in self.turn_message.tool_calls:
-                if call.id in answered:
-                    continue
-                answered.add(call.id)
-                skipped = self._skipped(call, why, events)
-                new_results.append(skipped)
-                to_append.append(skipped)
-        for result in to_append:
-            events.extend(self._append(result))
+                if call.id not in answered:
+                    answered.add(call.id)
+                    unanswered.append(call)
+            new_results.extend(self._skip_calls(unanswered, why, events))
         self.turn_results.extend(new_results)
         if self.turn_open:
             self.turn_open = False
@@ -404,6 +402,30 @@ class RunState:
         self.pending = []
         events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))
         self.sink.owe(events)
+
+    def _skip_calls(
+        self, calls: Sequence[ToolCall], why: str, events: list[ev.AgentEvent]
+    ) -> list[ToolResultMessage]:
+        """Give each of ``calls`` (of the turn's reply, never run) a skipped result and
+        append it; the events go to ``events``. In sequential mode (decided on all the
+        reply's calls, as for a batch) each call is finalized before the next starts, as
+        in a sequential batch (its end, then its result message); in parallel mode every
+        start and end comes first, then the result messages."""
+        reply = self.turn_message
+        assert reply is not None
+        sequential = bool(calls) and runs_sequentially(
+            self.config, self.context.tools, reply.tool_calls
+        )
+        results: list[ToolResultMessage] = []
+        for call in calls:
+            result = self._skipped(call, why, events)
+            results.append(result)
+            if sequential:
+                events.extend(self._append(result))
+        if not sequential:
+            for result in results:
+                events.extend(self._append(result))
+        return results
 
     def _skipped(self, call: ToolCall, why: str, events: list[ev.AgentEvent]) -> ToolResultMessage:
         """A skipped result for a call that never ran; its Start and End go to ``events``."""

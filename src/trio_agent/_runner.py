@@ -414,10 +414,7 @@ class Runner(RunState):
 
     async def _skip(self, decision: Decision) -> None:
         events: list[ev.AgentEvent] = []
-        results = [self._skipped(call, decision.skip_why, events) for call in decision.calls]
-        for result in results:
-            events.extend(self._append(result))
-        self.turn_results.extend(results)
+        self.turn_results.extend(self._skip_calls(decision.calls, decision.skip_why, events))
         await self.sink.emit(*events)
 
     def _start_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> Batch:

@@ -40,6 +40,7 @@ from ._messages import (
     Thinking,
     ToolCall,
     ToolResultMessage,
+    as_history,
     as_messages,
 )
 
@@ -328,8 +329,14 @@ def dumps(messages: Iterable[Message]) -> str:
     names, say) are written as ``\\uXXXX`` escapes. A high surrogate directly followed
     by a low one reads back as the one character that pair encodes (JSON cannot tell
     them apart); lone surrogates read back unchanged.
+
+    Raises:
+        TypeError: ``messages`` is not a sequence of messages (a ``str``, a bare
+            message...), or an item is not a message (``messages[i] is ...``): what
+            :func:`loads` would refuse is never written. Also a message holding a value
+            that is not JSON.
     """
-    return _json_text([to_jsonable(m, Message) for m in messages])
+    return _json_text([to_jsonable(m, Message) for m in as_history(messages, "messages")])
 
 
 def loads(text: str | bytes) -> tuple[Message, ...]:

@@ -1,5 +1,6 @@
 """The options of ``trio-agent chat`` and what is built from them before the session:
-the model and its API key, the transcript's path, the MCP servers, the span observer.
+the model and its API key, the transcript (a new one, or the one ``--resume`` continues),
+the MCP servers, the span observer.
 
 Nothing here talks to a model or starts a server: each function either returns what
 the options name or raises :exc:`ValueError` (or :exc:`ImportError` for a missing
@@ -8,31 +9,43 @@ extra) with the message the command prints before exiting with code 2.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
+
+from .._errors import TranscriptFormatError
+from .._jsonl import load_transcript, write_transcript
+from .._messages import Message
+from .._pairing import repair, transcript_violations
 from ..providers import Anthropic, OpenAIChat
-from ._common import state_file
+from ..providers._anthropic import THINKING_BUDGETS
+from ._common import holds_a_transcript, state_file
 
 if TYPE_CHECKING:
-    import argparse
-
     from .._observer import Observer
     from ..mcp import McpServer
 
 __all__ = [
     "DEFAULT_URLS",
     "KEY_ENVS",
+    "REASONING_LEVELS",
     "SYSTEM_PROMPT",
+    "ChatTranscript",
     "add_arguments",
     "api_key",
     "make_model",
     "make_observer",
     "mcp_servers",
-    "transcript_path",
+    "positive_int",
+    "session_transcript",
 ]
+
+REASONING_LEVELS = ("off", *THINKING_BUDGETS)
+"""What ``--reasoning`` takes: the levels both providers know."""
 
 SYSTEM_PROMPT = (
     "You are a coding agent working in the folder {folder}. Use the tools to look at and "
@@ -56,12 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(a local server may need none). Calls of write, edit and bash are shown and wait "
         "for 'y' unless --yes; when stdin is not a terminal they are refused without --yes. "
         "The transcript (one JSON line per message) goes to $XDG_STATE_HOME/"
-        "trio-agent/chat/ (default ~/.local/state/...) unless --transcript is given; the "
-        "last line of output is 'transcript: PATH'. Errors go to stderr. Defaults: "
-        "--provider openai, --folder ., all workspace tools, the provider's own API. "
-        "Exit codes: 0 normal end, 1 a run ended with a model or transport error (or the "
-        "transcript could not be written), 2 bad usage or a missing API key, 130 left "
-        "with Ctrl-C."
+        "trio-agent/chat/ (default ~/.local/state/...) unless --transcript gives a new "
+        "file; --resume PATH continues the conversation of an earlier transcript and "
+        "appends to it. The last line of output is 'transcript: PATH'. Errors go to "
+        "stderr. Defaults: --provider openai, --folder ., all workspace tools, the "
+        "provider's own API. Exit codes: 0 normal end, 1 a run ended with a model or "
+        "transport error (or the transcript could not be written), 2 bad usage (also: "
+        "--transcript naming an existing transcript, or a --resume file that cannot be "
+        "continued) or a missing API key, 130 left with Ctrl-C."
     )
     parser.add_argument(
         "--provider",
@@ -92,10 +107,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run write, edit and bash calls without asking first",
     )
     parser.add_argument("--system", metavar="TEXT", help="the system prompt")
-    parser.add_argument("--reasoning", metavar="LEVEL", help="minimal, low, medium or high")
-    parser.add_argument("--max-tokens", metavar="N", type=int, help="longest reply, in tokens")
     parser.add_argument(
-        "--transcript", metavar="PATH", type=Path, help="write the JSONL transcript here"
+        "--reasoning",
+        metavar="LEVEL",
+        choices=REASONING_LEVELS,
+        help=f"how hard the model thinks: {', '.join(REASONING_LEVELS)} (default: the model's own)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        metavar="N",
+        type=positive_int,
+        help="longest reply, in tokens (a whole number above 0)",
+    )
+    parser.add_argument(
+        "--transcript",
+        metavar="PATH",
+        type=Path,
+        help="write the JSONL transcript to this new file (an existing transcript is "
+        "refused: continue it with --resume)",
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="PATH",
+        type=Path,
+        help="continue the conversation of the transcript PATH (of an earlier chat): "
+        "its messages are the history, and the session appends to it. A torn last line "
+        "is dropped and tool calls left without a result get an aborted one first",
     )
     parser.add_argument(
         "--record",
@@ -132,15 +169,101 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def transcript_path(chosen: Path | None) -> Path:
-    """``chosen`` (``--transcript``), else a new file in the state folder; its folder is
-    created. Raises OSError when that folder cannot be made."""
-    if chosen is not None:
-        chosen.parent.mkdir(parents=True, exist_ok=True)
-        return chosen
-    path = state_file("chat")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+def positive_int(text: str) -> int:
+    """An option's value as a whole number above 0 (an ``argparse`` ``type``).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else; argparse prints it with the usage
+            and exits with code 2.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number above 0, not {text!r}")
+    return value
+
+
+@attrs.frozen
+class ChatTranscript:
+    """Where a chat's messages go, and what it starts from (see
+    :func:`session_transcript`)."""
+
+    path: Path
+    """The transcript the session appends to."""
+    history: tuple[Message, ...] = ()
+    """The messages of the conversation ``--resume`` continues (empty for a new one)."""
+    notes: tuple[str, ...] = ()
+    """What was done to the resumed transcript, one line each (shown at the start)."""
+
+
+def session_transcript(args: argparse.Namespace) -> ChatTranscript:
+    """The transcript of the session: ``--resume``'s (loaded, and repaired on disk if
+    it needs it), else ``--transcript`` (a new file), else a new file in the state
+    folder. Creates the folder of a new transcript. Blocks (file I/O).
+
+    Resuming loads the file as :func:`~trio_agent.load_transcript` does, then
+    :func:`~trio_agent.repair` gives every tool call without a result an aborted one;
+    when a torn last line was dropped or results were added, the file is rewritten
+    (atomically) before the session appends to it.
+
+    Raises:
+        ValueError: ``--transcript`` names a file that holds a transcript already (the
+            message suggests ``--resume``); ``--resume`` names no file, a file that does
+            not load, one whose pairing repair cannot fix, or ``--transcript`` names
+            another file too.
+        OSError: the folder cannot be made, or the repaired transcript cannot be
+            written (``AgentUsageError`` when another session has it open).
+    """
+    chosen: Path | None = args.transcript
+    resume: Path | None = getattr(args, "resume", None)
+    if resume is not None:
+        if chosen is not None and chosen.resolve() != resume.resolve():
+            raise ValueError(
+                "--resume PATH is the transcript the session appends to: leave out "
+                "--transcript (or give both the same path)"
+            )
+        return _resume(resume)
+    if chosen is None:
+        chosen = state_file("chat")
+    elif holds_a_transcript(chosen):
+        raise ValueError(
+            f"the transcript {chosen} exists already: continue that conversation with "
+            f"--resume {chosen}, or give --transcript a new path"
+        )
+    chosen.parent.mkdir(parents=True, exist_ok=True)
+    return ChatTranscript(chosen)
+
+
+def _resume(path: Path) -> ChatTranscript:
+    if not path.is_file():
+        raise ValueError(f"--resume: no transcript at {path}")
+    try:
+        loaded = load_transcript(path)
+    except TranscriptFormatError as exc:
+        raise ValueError(f"--resume: cannot continue {path}: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"--resume: cannot read {path}: {exc.strerror or exc}") from None
+    history = repair(loaded.messages)
+    problems = transcript_violations(history)
+    if problems:
+        raise ValueError(
+            f"--resume: cannot continue {path}: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            + f"; 'trio-agent check {path}' lists them"
+        )
+    notes: list[str] = []
+    if not loaded.whole:
+        notes.append(f"its torn last line (line {loaded.torn_line}) was dropped")
+    added = len(history) - len(loaded.messages)
+    if added:
+        notes.append(
+            f"{added} tool call{'s' if added != 1 else ''} without a result got an aborted one"
+        )
+    if notes:
+        write_transcript(path, history)
+    return ChatTranscript(path, history, tuple(notes))
 
 
 def api_key(args: argparse.Namespace) -> str | None:

@@ -21,7 +21,7 @@ from .. import _events as ev
 from .._agent import Agent, open_agent
 from .._config import BeforeToolCallContext, BeforeToolCallResult, LoopConfig
 from .._errors import AgentRunError
-from .._messages import UserMessage
+from .._messages import Message, UserMessage
 from ._chat_options import KEY_ENVS
 from ._render import LiveView, Output, describe_call, wants_color
 
@@ -52,6 +52,9 @@ class _Session:
     run_started: trio.Event = attrs.field(factory=trio.Event)
     answer: trio.MemorySendChannel[str] | None = None
     """Set while a tool call waits for the user's y/n: the next line typed goes there."""
+    reading: bool = True
+    """False once the input ended or ``/exit`` was typed: nothing more is read, so a
+    call that needs approval is declined instead of waiting for an answer."""
 
 
 async def _display(
@@ -98,14 +101,12 @@ def _approval(
                     "ask on: run trio-agent chat from a terminal, or with --yes",
                 )
             async with lock:
-                send, receive = trio.open_memory_channel[str](1)
-                session.answer = send
-                try:
-                    view.line(view.s.bold(f"  allow {label}? [y/N]"))
-                    with receive:
-                        answer = (await receive.receive()).strip().lower()
-                finally:
-                    session.answer = None
+                answer = await _ask(session, view, label)
+            if answer is None:
+                view.line(view.s.red(f"  refused (no answer: the input ended): {label}"))
+                return BeforeToolCallResult(
+                    block=True, reason="the user left before answering whether to allow it"
+                )
             if answer not in YES:
                 return BeforeToolCallResult(block=True, reason="the user declined this call")
         if then is None:
@@ -116,6 +117,25 @@ def _approval(
         return result  # type: ignore[no-any-return]
 
     return before
+
+
+async def _ask(session: _Session, view: LiveView, label: str) -> str | None:
+    """Ask whether to allow the call ``label``; the answer is the next line read
+    (stripped, lower case), or None when nothing more will be read (the input ended,
+    or ``/exit`` was typed, before or while it waits)."""
+    if not session.reading:
+        return None
+    send, receive = trio.open_memory_channel[str](1)
+    session.answer = send
+    try:
+        view.line(view.s.bold(f"  allow {label}? [y/N]"))
+        with receive:
+            try:
+                return (await receive.receive()).strip().lower()
+            except trio.EndOfChannel:  # _steer stopped reading
+                return None
+    finally:
+        session.answer = None
 
 
 async def _on_interrupt(
@@ -161,7 +181,7 @@ async def _steer(
         if text in EXIT_WORDS:
             # Leave once this run is over: nothing else is read.
             session.leaving = True
-            return
+            break
         if session.aborting:
             session.pending.append(text)
             continue
@@ -178,6 +198,11 @@ async def _steer(
         session.interrupts = 0
         agent.steer(UserMessage.text(text))
         view.line(view.s.dim("  (steering: the model reads this after its current step)"))
+    # The input ended (or /exit): a call waiting for an answer, or asking later in this
+    # run, gets none — it is declined, rather than waiting for ever.
+    session.reading = False
+    if session.answer is not None:
+        session.answer.close()
 
 
 async def _converse(
@@ -232,8 +257,14 @@ async def run_chat(
     errors: TextIO | None = None,
     confirm: Collection[str] = (),
     can_ask: bool = True,
+    history: Sequence[Message] = (),
+    notes: Sequence[str] = (),
 ) -> int:
     """Hold a chat session: each line of ``lines`` is a prompt, or steering during a run.
+
+    The conversation starts from ``history`` (a resumed session's messages, already in
+    ``sink``'s file; empty for a new one); ``notes`` are lines shown before the first
+    prompt (what was done to resume it).
 
     Ends when ``lines`` ends (after the current run) or at a second item of ``signals``
     in a row (the first aborts the run in progress). Every event goes to ``sink`` (an
@@ -264,9 +295,16 @@ async def run_chat(
     if title:
         view.line(s.bold("trio-agent chat") + s.dim(f" · {title}"))
     view.line(s.dim(f"tools: {', '.join(t.name for t in tools) or 'none'}"))
+    if history:
+        n = len(history)
+        view.line(s.dim(f"resuming {sink.path}: {n} message{'s' if n != 1 else ''}"))
+    for note in notes:
+        view.line(s.dim(f"  ({note})"))
     view.line(s.dim("type a message and press Enter; typing during a run steers it; Ctrl-C aborts"))
     async with (
-        open_agent(model, tools=tools, system_prompt=system_prompt, config=config) as agent,
+        open_agent(
+            model, tools=tools, system_prompt=system_prompt, config=config, messages=history
+        ) as agent,
         agent.subscribe() as events,
         trio.open_nursery() as nursery,
     ):

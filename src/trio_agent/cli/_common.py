@@ -26,6 +26,7 @@ __all__ = [
     "USAGE",
     "cancelled_by_ctrl_c",
     "first_error",
+    "holds_a_transcript",
     "replace_unprintable",
     "state_file",
 ]
@@ -49,6 +50,16 @@ def state_file(command: str) -> Path:
     )
     name = f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
     return Path(base) / "trio-agent" / command / name
+
+
+def holds_a_transcript(path: Path) -> bool:
+    """Whether ``path`` is a file with something in it: a transcript a new session must
+    not append to (its messages would be mixed with another session's). An empty file
+    (say, made by ``mktemp``) is not."""
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def first_error(exc: BaseException) -> BaseException:

@@ -6,7 +6,11 @@ given with ``--mcp`` / ``--mcp-url`` (their list as it was at start). Text typed
 it works is sent as steering — the model reads it after its current step. Ctrl-C aborts the run in
 progress (the transcript stays paired); a second Ctrl-C in a row exits. End of input
 (Ctrl-D) or ``/exit`` leaves once the current run is over. Every finished message goes
-to a JSONL transcript, whose path is the last line of output.
+to a JSONL transcript, whose path is the last line of output: a new file, or with
+``--resume PATH`` the transcript of an earlier session, whose conversation goes on (the
+file is repaired first if a crash left it torn or with unanswered calls). A
+``--transcript`` that names an existing transcript is refused (exit 2): appending a
+second session to it would break it.
 
 Errors go to stderr: a model or transport error (a closed port, a 401, a 500) ends
 that run, and the session's exit code is then 1. A missing API key for the provider's
@@ -39,11 +43,12 @@ from ..replay import RecordingModel
 from ..tools import workspace
 from ._chat_options import (
     SYSTEM_PROMPT,
+    ChatTranscript,
     add_arguments,
     make_model,
     make_observer,
     mcp_servers,
-    transcript_path,
+    session_transcript,
 )
 from ._chat_session import CONFIRMED_TOOLS, read_stdin, run_chat
 from ._common import first_error, replace_unprintable
@@ -51,7 +56,6 @@ from ._common import first_error, replace_unprintable
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
-    from pathlib import Path
 
     from .._model import Model
     from .._tools import Tool
@@ -65,17 +69,17 @@ async def _main(
     args: argparse.Namespace,
     model: OpenAIChat | Anthropic,
     folder: str,
-    transcript: Path,
+    session: ChatTranscript,
     servers: Sequence[McpServer] = (),
 ) -> int:
     if not servers:
-        return await _chat(args, model, folder, transcript, ())
+        return await _chat(args, model, folder, session, ())
     from ..mcp import McpServerError, open_mcp_tools
 
     try:
         # Every server process ends with this block, also on Ctrl-C.
         async with open_mcp_tools(*servers) as mcp:
-            return await _chat(args, model, folder, transcript, mcp.tools)
+            return await _chat(args, model, folder, session, mcp.tools)
     except McpServerError as exc:  # raised on entry only: a server did not start
         _complain(str(exc))
         return 2
@@ -85,7 +89,7 @@ async def _chat(
     args: argparse.Namespace,
     model: OpenAIChat | Anthropic,
     folder: str,
-    transcript: Path,
+    session: ChatTranscript,
     extra_tools: Sequence[Tool],
 ) -> int:
     tools = () if args.no_tools else workspace(folder, allow_bash=not args.no_bash)
@@ -108,7 +112,7 @@ async def _chat(
     talk_to: Model = model if args.record is None else RecordingModel(model, args.record)
     # The handler is in place before anything runs: no Ctrl-C falls outside it.
     with trio.open_signal_receiver(signal.SIGINT) as signals:
-        async with JsonlTranscript(transcript, fsync="turn") as sink, model:
+        async with JsonlTranscript(session.path, fsync="turn") as sink, model:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(read_stdin, send)
                 code = await run_chat(
@@ -124,6 +128,8 @@ async def _chat(
                     errors=sys.stderr,
                     confirm=() if args.yes or args.no_tools else CONFIRMED_TOOLS,
                     can_ask=sys.stdin.isatty(),
+                    history=session.history,
+                    notes=session.notes,
                 )
                 nursery.cancel_scope.cancel()
     return code
@@ -149,10 +155,14 @@ def run(args: argparse.Namespace) -> int:
         _complain(str(exc))
         return 2
     try:
-        transcript = transcript_path(args.transcript)
-    except OSError as exc:
-        _complain(f"cannot create the folder of the transcript: {exc}")
+        session = session_transcript(args)
+    except ValueError as exc:
+        _complain(str(exc))
+        return 2
+    except (OSError, AgentUsageError) as exc:
+        _complain(f"cannot write the transcript: {exc}")
         return 1
+    transcript = session.path
     try:
         servers = mcp_servers(args, transcript)
         args.observer = make_observer(args.otel_console)
@@ -160,9 +170,7 @@ def run(args: argparse.Namespace) -> int:
         _complain(str(exc))
         return 2
     try:
-        return trio.run(
-            partial(_main, args, model, os.path.abspath(args.folder), transcript, servers)
-        )
+        return trio.run(partial(_main, args, model, os.path.abspath(args.folder), session, servers))
     except (TranscriptFormatError, AgentUsageError, OSError) as exc:
         _complain(f"cannot write the transcript {transcript}: {exc}")
         return 1

@@ -31,7 +31,7 @@ from .._jsonl import JsonlTranscript
 from .._loop import AgentRun, open_agent_loop
 from .._messages import UserMessage
 from ..tools import workspace
-from ._common import first_error, replace_unprintable, state_file
+from ._common import first_error, holds_a_transcript, replace_unprintable, state_file
 from ._demo_script import SYSTEM_PROMPT, PacedModel, demo_model, prompt_for
 from ._render import JsonView, LiveView, Output, wants_color
 
@@ -59,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '{"type": "transcript", "path": PATH}). '
         f"Defaults: --pace {DEFAULT_PACE} (0 with --json), the bash tool given. "
         "Exit codes: 0 the run ended normally, 1 it did not (or the transcript could not "
-        "be written), 2 bad usage, 130 interrupted by Ctrl-C (the run is aborted, its "
+        "be written), 2 bad usage (also: --transcript naming an existing transcript), "
+        "130 interrupted by Ctrl-C (the run is aborted, its "
         "transcript kept)."
     )
     parser.add_argument(
@@ -70,7 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "unless --pace is given",
     )
     parser.add_argument(
-        "--transcript", metavar="PATH", type=Path, help="write the JSONL transcript here"
+        "--transcript",
+        metavar="PATH",
+        type=Path,
+        help="write the JSONL transcript to this new file (an existing transcript is refused)",
     )
     parser.add_argument(
         "--no-bash", action="store_true", help="do not give the model the bash tool"
@@ -204,6 +208,14 @@ def _complain(text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     replace_unprintable(sys.stdout)
+    if args.transcript is not None and holds_a_transcript(args.transcript):
+        # A second session appended to it would break it (two conversations, the same
+        # call ids): each demo gets a file of its own.
+        _complain(
+            f"the transcript {args.transcript} exists already: give --transcript a new "
+            "path (or leave it out)"
+        )
+        return 2
     try:
         transcript = _prepare_transcript(args.transcript)
     except OSError as exc:

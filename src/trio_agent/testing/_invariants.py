@@ -18,7 +18,7 @@ Importing this module does not import Hypothesis.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -50,6 +50,7 @@ def assert_run_invariants(
     max_steps: int | None = None,
     requests_at_abort: int | None = None,
     context_swapped: bool = False,
+    tool_execution: Literal["parallel", "sequential"] = "parallel",
 ) -> None:
     """Check the run invariants on one finished run; raise ``AssertionError`` if broken.
 
@@ -76,11 +77,18 @@ def assert_run_invariants(
             aborted; no request may follow.
         context_swapped: the run's ``prepare_next_turn`` replaced the context, so the
             transcript need not extend ``context_before``.
+        tool_execution: the run's ``LoopConfig.tool_execution``. The calls of a reply
+            run in sequential mode when it is ``"sequential"``, or when one of them names
+            a tool of ``context_before`` (or ``context``) whose ``execution_mode`` is
+            ``"sequential"``; then each call's result message must come right after its
+            ``ToolExecutionEnd``, whatever result the call got (ran, blocked, aborted,
+            interrupted or skipped).
 
     Invariants: 1 pairing before every request and at the end; 2 exactly one
     ``AgentEnd``, last, and the ``MessageEnd`` events are ``result.messages``; 3 the
     caller's context unchanged; 4 ``steps`` = requests ≤ ``max_steps``, none after an
-    abort; 5 per call: start, updates, end, nothing after; 6 polled messages delivered
+    abort; 5 per call: start, updates, end, nothing after, and in sequential mode the
+    result message right after the end; 6 polled messages delivered
     exactly once, in order, or undelivered; 8 the transcript round-trips through JSON
     text. (7 needs the live run: see ``ScriptRun.check``.)
 
@@ -97,6 +105,7 @@ def assert_run_invariants(
         max_steps=max_steps,
         requests_at_abort=requests_at_abort,
         context_swapped=context_swapped,
+        tool_execution=tool_execution,
     )
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
@@ -116,6 +125,7 @@ def run_invariant_violations(
     max_steps: int | None = None,
     requests_at_abort: int | None = None,
     context_swapped: bool = False,
+    tool_execution: Literal["parallel", "sequential"] = "parallel",
 ) -> list[str]:
     """The breaches :func:`assert_run_invariants` would report, as readable lines."""
     out: list[str] = []
@@ -124,6 +134,14 @@ def run_invariant_violations(
     _context(out, result, context_before, context, context_swapped)
     _steps(out, result, events, requests, max_steps, requests_at_abort)
     _call_events(out, events)
+    sequential_tools = {
+        t.name
+        for c in (context_before, context)
+        if c is not None
+        for t in c.tools
+        if t.execution_mode == "sequential"
+    }
+    _sequential_order(out, events, tool_execution == "sequential", sequential_tools)
     _queues(out, result, events, prompts, polled)
     _round_trip(out, result)
     return out
@@ -404,6 +422,28 @@ def _call_events(out: list[str], events: Sequence[ev.AgentEvent]) -> None:
                     missing = "ToolExecutionStart" if call.id not in state else "ToolExecutionEnd"
                     out.append(f"{tag} call {call.id!r}: no {missing} before its turn ended")
                     state[call.id] = "ended"  # report once
+
+
+def _sequential_order(
+    out: list[str], events: Sequence[ev.AgentEvent], always: bool, sequential_tools: set[str]
+) -> None:
+    """In sequential mode each call is finalized before the next starts: its result
+    message (``MessageStart``, ``MessageEnd``) right after its ``ToolExecutionEnd``."""
+    sequential = False
+    for i, e in enumerate(events):
+        if isinstance(e, ev.MessageEnd) and type(e.message) is AssistantMessage:
+            sequential = always or any(c.name in sequential_tools for c in e.message.tool_calls)
+        elif sequential and isinstance(e, ev.ToolExecutionEnd):
+            after = events[i + 1 : i + 3]
+            if [type(x) for x in after] != [ev.MessageStart, ev.MessageEnd] or any(
+                x.message != e.result  # type: ignore[union-attr]
+                for x in after
+            ):
+                out.append(
+                    f"[5 call events] event {i}: call {e.call_id!r} ({e.outcome}) in "
+                    "sequential mode: its result message does not follow its "
+                    "ToolExecutionEnd"
+                )
 
 
 # --- 6: queued messages ---------------------------------------------------------------------

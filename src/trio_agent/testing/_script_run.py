@@ -18,10 +18,10 @@ from .. import _events as ev
 from .._config import Context
 from .._errors import AgentRunError
 from .._loop import AgentRunResult
-from .._messages import AssistantMessage, CustomMessage, Message
+from .._messages import CustomMessage, Message
 from .._model import ModelRequest
 from ._invariants import run_invariant_violations
-from ._script_values import SERIAL_TOOL, QueueName, Scenario, seconds
+from ._script_values import QueueName, Scenario, seconds
 
 __all__ = ["ScriptRun"]
 
@@ -76,6 +76,7 @@ class ScriptRun:
             polled=self.polled,
             max_steps=self.script.max_steps,
             requests_at_abort=self.requests_at_abort,
+            tool_execution=self.script.tool_execution,
         )
         if self.hook_failed:
             # A failing hook ends the run with AgentRunError (unless an outer cancel
@@ -101,9 +102,6 @@ class ScriptRun:
                     f"[4 steps] {len(late)} request(s) at or after the deadline "
                     f"t={seconds(self.script.deadline)}"
                 )
-        # 5: a sequential batch finalizes each call before the next: a call that settled
-        # (not stopped by an abort or interrupt) has its result message right after.
-        out.extend(self._sequential_order())
         # 6: each queue is FIFO: taken, then still queued, is what arrived.
         for q in ("steer", "follow_up"):
             if (*self.taken[q], *self.still_queued[q]) != self.arrived[q]:
@@ -117,35 +115,6 @@ class ScriptRun:
             )
         if self.open_streams:
             out.append(f"[7 tasks] {self.open_streams} model stream(s) still open")
-        return out
-
-    def _sequential_order(self) -> list[str]:
-        out: list[str] = []
-        events = self.events
-        sequential = self.script.tool_execution == "sequential"
-        one_at_a_time = {SERIAL_TOOL} | {
-            t.name for t in self.script.tools if t.execution_mode == "sequential"
-        }
-        for i, e in enumerate(events):
-            if isinstance(e, ev.MessageEnd) and type(e.message) is AssistantMessage:
-                calls = e.message.tool_calls
-                sequential = self.script.tool_execution == "sequential" or any(
-                    c.name in one_at_a_time for c in calls
-                )
-            elif (
-                sequential
-                and isinstance(e, ev.ToolExecutionEnd)
-                and e.outcome not in ("aborted", "skipped")
-            ):
-                after = events[i + 1 : i + 3]
-                if [type(x) for x in after] != [ev.MessageStart, ev.MessageEnd] or any(
-                    x.message is not e.result  # type: ignore[union-attr]
-                    for x in after
-                ):
-                    out.append(
-                        f"[5 call events] event {i}: call {e.call_id!r} of a sequential "
-                        "batch: its result message does not follow its ToolExecutionEnd"
-                    )
         return out
 
     def check(self) -> None:
