@@ -26,13 +26,13 @@ from ._chat_options import KEY_ENVS
 from ._render import LiveView, Output, describe_call, wants_color
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Collection, Sequence
+    from collections.abc import AsyncIterator, Callable, Collection, Sequence
 
     from .._jsonl import JsonlTranscript
     from .._model import Model
     from .._tools import Tool
 
-__all__ = ["CONFIRMED_TOOLS", "EXIT_WORDS", "read_stdin", "run_chat"]
+__all__ = ["CONFIRMED_TOOLS", "EXIT_WORDS", "approval_hook", "read_stdin", "run_chat"]
 
 EXIT_WORDS = ("/exit", "/quit")
 CONFIRMED_TOOLS = ("write", "edit", "bash")
@@ -79,11 +79,13 @@ def _approval(
     confirm: Collection[str],
     can_ask: bool,
     then: Any,
+    command: str = "trio-agent chat",
 ) -> Any:
     """A ``before_tool_call`` hook: a call of a tool in ``confirm`` runs only after the
     user types ``y`` (the next line read); any other answer blocks it. Without
-    ``can_ask`` such calls are blocked at once. One question at a time; an abort while
-    waiting cancels the question with the run. ``then`` (another hook) runs after."""
+    ``can_ask`` such calls are blocked at once (the reason names ``command``). One
+    question at a time; an abort while waiting cancels the question with the run.
+    ``then`` (another hook) runs after."""
     lock = trio.Lock()
 
     async def before(ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
@@ -95,7 +97,7 @@ def _approval(
                 return BeforeToolCallResult(
                     block=True,
                     reason=f"{name} needs the user's approval, and there is no terminal to "
-                    "ask on: run trio-agent chat from a terminal, or with --yes",
+                    f"ask on: run {command} from a terminal, or with --yes",
                 )
             async with lock:
                 send, receive = trio.open_memory_channel[str](1)
@@ -116,6 +118,27 @@ def _approval(
         return result  # type: ignore[no-any-return]
 
     return before
+
+
+def approval_hook(
+    view: LiveView, confirm: Collection[str], *, can_ask: bool, command: str
+) -> tuple[Any, Callable[[str], bool]]:
+    """Chat's approval prompt, for another command (``command`` names it in the reason
+    a refused call gives): the ``before_tool_call`` hook, and a function that hands it a
+    line the user typed — it returns False, and the line is not taken, when no question
+    waits for an answer."""
+    session = _Session()
+
+    def answer(line: str) -> bool:
+        if session.answer is None:
+            return False
+        try:
+            session.answer.send_nowait(line)
+        except (trio.WouldBlock, trio.BrokenResourceError):
+            return False  # answered already: this line came after the answer
+        return True
+
+    return _approval(session, view, confirm, can_ask, None, command), answer
 
 
 async def _on_interrupt(
