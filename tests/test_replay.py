@@ -14,6 +14,7 @@ import attrs
 import pytest
 import trio
 from hypothesis import given
+from hypothesis import strategies as st
 
 from loopkit import Recorder, assert_consistent, call, make_tool, prompt, reply, tool_use
 from trio_agent import (
@@ -53,6 +54,7 @@ from trio_agent.replay import (
     request_differences,
     request_digest,
 )
+from trio_agent.replay._cassette import request_to_json
 from trio_agent.testing import ScriptedModel
 from trio_agent.testing import faults as strategy_faults
 from trio_agent.tools import workspace
@@ -218,6 +220,62 @@ async def test_key_like_options_never_reach_the_cassette(tmp_path: Path) -> None
     )
     assert model.mismatches == []
     assert result.reason == "stop"
+
+
+GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2  # 44 characters, a GitHub token's shape
+CAMEL_SECRETS = {
+    "accessToken": "at-1",
+    "clientSecret": "cs-2",
+    "xApiKey": "xk-3",
+    "refreshToken": "rt-4",
+    "sessionToken": "st-5",
+    "privateKey": "pk-6",
+    "XAPIKEY": "xk-7",
+    "X-Goog-Api-Key": "gk-8",
+    "DB_PASSWORD": "pw-9",
+    "sessionId": "si-10",
+}
+TOKENS_IN_CLEAR = {
+    "github": GHP,
+    "fine_grained": "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+    "openai": "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm",
+    "anthropic": "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "google": "AIzaSyA1B2C3D4E5F6G7H8I9J0K1L2M3N4O5P6Q",
+    "slack": "xoxb-123456789012-abcdefABCDEF",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+    "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "header": "Bearer abc123def456ghi789",
+}
+
+
+async def test_camel_case_names_and_tokens_in_clear_never_reach_the_cassette(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.jsonl"
+    extra = {
+        **CAMEL_SECRETS,
+        "nested": [{"note": f"push with {GHP} please", **TOKENS_IN_CLEAR}],
+        "max_tokens_hint": 7,
+        "keyword": "keep me",
+        "monkey": "keep me too",
+        "author": "someone",
+    }
+    await _record(path, prompt("start"), model_options=ModelOptions(extra=extra))
+    text = path.read_text()
+    for leaked in (*CAMEL_SECRETS.values(), *TOKENS_IN_CLEAR.values(), "ghp_"):
+        assert leaked not in text
+    stored = load_cassette(path).records[0].request.options.extra
+    assert stored == {
+        **dict.fromkeys(CAMEL_SECRETS, "[redacted]"),
+        "nested": [
+            {"note": "push with [redacted] please", **dict.fromkeys(TOKENS_IN_CLEAR, "[redacted]")}
+        ],
+        "max_tokens_hint": 7,
+        "keyword": "keep me",
+        "monkey": "keep me too",
+        "author": "someone",
+    }
 
 
 def _cassette(*records: CassetteRecord) -> Cassette:
@@ -792,3 +850,119 @@ async def test_replay_reports_a_torn_last_record_and_replays_the_others(
         f"{torn}: diverged: request 2: the replay asked the model again; the cassette "
         "ends after request 1"
     )
+
+
+# --- redaction, for any name and any token of the known shapes ---------------------------
+
+# Ordinary words, some of them close to the credential words; no digits, no "_".
+ORDINARY_WORDS = [
+    "the", "model", "answer", "bearer", "basic", "token", "tokens", "key", "keys",
+    "secret", "github", "pat", "ask", "task", "slack", "aws", "google", "max", "monkey",
+    "keyword", "author", "training", "bonds", "eye", "jay", "sky", "risk", "desk",
+]  # fmt: skip
+ordinary_text = st.lists(
+    st.tuples(st.sampled_from(ORDINARY_WORDS), st.sampled_from([" ", ", ", ". ", "-", "/"])),
+    max_size=12,
+).map(lambda pairs: "".join(w + sep for w, sep in pairs) + "end")
+
+
+def _chars(alphabet: str, low: int, high: int) -> st.SearchStrategy[str]:
+    return st.text(alphabet, min_size=low, max_size=high)
+
+
+ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+B64URL = ALNUM + "-_"
+
+
+@st.composite
+def _http_credentials(draw: st.DrawFn) -> str:
+    scheme = draw(st.sampled_from(["Bearer", "bearer", "Basic", "BEARER"]))
+    body = draw(_chars(B64URL + ".~+/", 7, 40))
+    at = draw(st.integers(0, len(body)))
+    digit = draw(st.sampled_from("0123456789"))
+    return f"{scheme} {body[:at]}{digit}{body[at:]}"
+
+
+TOKENS = st.one_of(
+    st.builds("gh{}_{}".format, st.sampled_from("pousr"), _chars(ALNUM, 20, 40)),
+    _chars(ALNUM + "_", 20, 60).map("github_pat_{}".format),
+    st.builds(
+        "{}{}".format, st.sampled_from(["sk-", "sk-ant-api03-", "sk-proj-"]), _chars(B64URL, 16, 60)
+    ),
+    st.builds(
+        "{}{}".format, st.sampled_from(["AKIA", "ASIA"]), _chars(ALNUM[:26] + ALNUM[52:], 16, 16)
+    ),
+    _chars(B64URL, 35, 35).map("AIza{}".format),
+    st.builds("xox{}-{}".format, st.sampled_from("abpr"), _chars(ALNUM + "-", 10, 40)),
+    st.builds(
+        "eyJ{}.eyJ{}.{}".format, _chars(B64URL, 8, 30), _chars(B64URL, 8, 60), _chars(B64URL, 0, 40)
+    ),
+    _http_credentials(),
+)
+
+
+@given(before=ordinary_text, token=TOKENS, after=ordinary_text)
+def test_a_token_of_a_known_shape_is_redacted_wherever_it_stands(
+    before: str, token: str, after: str
+) -> None:
+    text = f"{before} {token} {after}"
+    hidden = request_to_json(_with_extra({"note": text, "list": [text]}))["options"]["extra"]
+    for value in (hidden["note"], hidden["list"][0]):
+        assert token not in value
+        assert "[redacted]" in value
+        # What stood around it stays (but a last word "bearer"/"basic" may go with it).
+        assert value.endswith(f"[redacted] {after}")
+        assert value.startswith(before.rsplit(" ", 1)[0] if " " in before else "")
+
+
+@given(text=ordinary_text)
+def test_ordinary_text_is_never_redacted(text: str) -> None:
+    assert request_to_json(_with_extra({"note": text}))["options"]["extra"] == {"note": text}
+
+
+SECRET_ENDS = [
+    ["api", "key"], ["access", "token"], ["refresh", "token"], ["session", "token"],
+    ["client", "secret"], ["private", "key"], ["password"], ["passwd"], ["passphrase"],
+    ["authorization"], ["auth"], ["credentials"], ["cookie"], ["session", "id"],
+    ["secret", "key"], ["pwd"], ["key"], ["token"], ["secret"], ["bearer"],
+]  # fmt: skip
+STYLES = {
+    "snake": lambda ws: "_".join(ws),
+    "kebab": lambda ws: "-".join(ws),
+    "camel": lambda ws: ws[0] + "".join(w.title() for w in ws[1:]),
+    "pascal": lambda ws: "".join(w.title() for w in ws),
+    "upper": lambda ws: "_".join(w.upper() for w in ws),
+    "header": lambda ws: "-".join(w.title() for w in ws),
+    "spaced": lambda ws: " ".join(ws),
+}
+
+
+@given(
+    lead=st.lists(
+        st.sampled_from(["x", "my", "db", "github", "openai", "oauth", "user"]), max_size=2
+    ),
+    end=st.sampled_from(SECRET_ENDS),
+    style=st.sampled_from(sorted(STYLES)),
+)
+def test_a_credential_name_is_matched_in_any_case_and_separator(
+    lead: list[str], end: list[str], style: str
+) -> None:
+    name = STYLES[style]([*lead, *end])
+    stored = request_to_json(_with_extra({name: "value-1", "outer": {name: [1]}}))
+    assert stored["options"]["extra"] == {name: "[redacted]", "outer": {name: "[redacted]"}}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["max_tokens", "maxTokens", "token_count", "keyword", "keys", "monkey", "author", "temperature",
+     "top_p", "stop", "tokenizer", "hotkey", "secretary"],
+)  # fmt: skip
+def test_ordinary_names_are_kept(name: str) -> None:
+    assert request_to_json(_with_extra({name: "x"}))["options"]["extra"] == {name: "x"}
+
+
+def _with_extra(extra: dict[str, Any]) -> ModelRequest:
+    return ModelRequest(
+        system_prompt="", messages=(UserMessage.text("go", timestamp=0.0),),
+        options=ModelOptions(extra=extra),
+    )  # fmt: skip

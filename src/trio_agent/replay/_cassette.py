@@ -17,11 +17,15 @@ whitespace, and without what a model never sees — message ``timestamp``\\ s an
 requests with the same digest ask the model the same thing.
 
 Secrets: a ``ModelRequest`` holds no API key (providers keep theirs in their HTTP
-client), but ``options.extra`` may carry anything; in it, every entry whose name looks
-like a credential (``api_key``, ``token``, ``secret``, ``password``, ``authorization``,
-``cookie``…, at any depth) and every string that looks like one (``Bearer …``,
-``Basic …``, ``sk-…``) is written as ``"[redacted]"``. Message contents are recorded
-as they are: do not record a session whose prompts hold secrets.
+client), but ``options.extra`` may carry anything; in it, at any depth, the value of
+every entry whose name is a credential's — ``api_key``, ``accessToken``,
+``clientSecret``, ``X-Api-Key``, ``refresh_token``, ``privateKey``, ``password``,
+``Authorization``, ``Cookie``…, matched case- and separator-insensitively — is written
+as ``"[redacted]"``, and so is every piece of a string that has the shape of a
+well-known token (GitHub ``ghp_…``/``github_pat_…``, OpenAI ``sk-…``, Anthropic
+``sk-ant-…``, AWS ``AKIA…``, Google ``AIza…``, Slack ``xoxb-…``, JSON Web Tokens,
+``Bearer …``/``Basic …`` credentials). Message contents are recorded as they are: do
+not record a session whose prompts or tool results hold secrets.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
@@ -43,6 +46,7 @@ from .._locked_file import write_all
 from .._messages import Message
 from .._model import ModelRequest
 from .._serde import from_jsonable, to_jsonable
+from ._redact import redact
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -67,7 +71,6 @@ __all__ = [
 FORMAT: Final = "trio-agent-cassette"
 VERSION: Final = 1
 HEADER_LINE: Final = json.dumps({"format": FORMAT, "version": VERSION}, separators=(",", ":"))
-REDACTED: Final = "[redacted]"
 
 EndKind: TypeAlias = Literal["done", "error", "raised", "ended", "cancelled", "left"]
 """How a recorded stream ended:
@@ -151,33 +154,13 @@ class Cassette:
 
 # --- canonical requests, digests, differences ------------------------------------------
 
-# A name that holds a credential: ``api_key``, ``x-api-key``, ``access_token``,
-# ``Authorization``, ``client_secret``… but not ``max_tokens`` or ``keyword``.
-_SECRET_NAME = re.compile(
-    r"(?i)(^|[^a-z])(api[_-]?key|key|secret|token|password|passwd|passphrase|auth"
-    r"|authorization|credentials?|bearer|cookie|session[_-]?id)$"
-)
-_SECRET_VALUE = re.compile(r"(?i)^\s*(bearer|basic)\s+\S|^sk-[A-Za-z0-9_-]{8,}")
-
-
-def _redact(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: REDACTED if _SECRET_NAME.search(str(k)) else _redact(v) for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_redact(v) for v in value]
-    if isinstance(value, str) and _SECRET_VALUE.search(value):
-        return REDACTED
-    return value
-
 
 def request_to_json(request: ModelRequest) -> dict[str, Any]:
     """The request as JSON values, as a cassette stores it (``options.extra`` redacted)."""
     data: dict[str, Any] = to_jsonable(request, ModelRequest)
     options = data.get("options")
     if isinstance(options, dict) and options.get("extra"):
-        options["extra"] = _redact(options["extra"])
+        options["extra"] = redact(options["extra"])
     return data
 
 
