@@ -966,3 +966,43 @@ def _with_extra(extra: dict[str, Any]) -> ModelRequest:
         system_prompt="", messages=(UserMessage.text("go", timestamp=0.0),),
         options=ModelOptions(extra=extra),
     )  # fmt: skip
+
+
+async def test_a_cassettes_write_cannot_leave_the_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # write and edit run without asking: like every workspace tool, they are confined
+    # to --folder, whatever the cassette asks.
+    recorded = tmp_path / "recorded" / "work"
+    recorded.mkdir(parents=True)
+    path = tmp_path / "write.jsonl"
+    model = ScriptedModel(
+        [tool_use(call("c1", "write", path="../escaped.txt", content="x")), reply("tried")]
+    )
+    result = await run_agent_loop(
+        prompt("write outside"),
+        Context(system_prompt="sys", tools=workspace(recorded)),
+        RecordingModel(model, path),
+    )
+    assert result.reason == "stop"
+    assert not (recorded.parent / "escaped.txt").exists()
+    folder = tmp_path / "replay" / "work"
+    folder.mkdir(parents=True)
+    code = await trio.to_thread.run_sync(main, ["replay", str(path), "--folder", str(folder)])
+    assert not (folder.parent / "escaped.txt").exists()
+    assert list(folder.iterdir()) == []
+    assert "Refused: ../escaped.txt is outside the workspace" in capsys.readouterr().out
+    # The refusal names the workspace, which is another one now: the replay diverges.
+    assert code == 1
+
+
+def test_long_texts_that_differ_late_are_shown_where_they_differ() -> None:
+    def asking(text: str) -> ModelRequest:
+        return ModelRequest(system_prompt="", messages=(UserMessage.text(text, timestamp=0.0),))
+
+    head = "Refused: ../escaped.txt is outside the workspace "
+    recorded, got = asking(head + "(/tmp/a/work)"), asking(head + "(/tmp/b/work)")
+    assert request_differences(recorded, got) == [
+        "messages[0].content[0].text: from character 36: recorded …'the workspace (/tmp/a/work)', "
+        "got …'the workspace (/tmp/b/work)'"
+    ]

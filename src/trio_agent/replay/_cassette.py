@@ -231,6 +231,20 @@ def _diff(path: str, recorded: Any, got: Any, out: list[str], limit: int) -> Non
         elif m > n:
             out.append(f"{path}[{n}]: recorded nothing, got {_show(got[n])} ({n} vs {m} items)")
         return
+    if isinstance(recorded, str) and isinstance(got, str):
+        # Long texts that differ late would show the same cut-off start: show both
+        # from a little before the first character that differs.
+        same = next(
+            (i for i, (a, b) in enumerate(zip(recorded, got, strict=False)) if a != b),
+            min(len(recorded), len(got)),
+        )
+        start = max(0, same - 20)
+        if start > 10:
+            out.append(
+                f"{path or '$'}: from character {start + 1}: recorded …{_show(recorded[start:])}, "
+                f"got …{_show(got[start:])}"
+            )
+            return
     out.append(f"{path or '$'}: recorded {_show(recorded)}, got {_show(got)}")
 
 
@@ -243,7 +257,9 @@ def request_differences(
     """Where two requests differ, as readable lines (at most ``limit``), in field order.
 
     Each line names the field by its path and shows both values, like
-    ``messages[3].content[0].text: recorded 'x', got 'y'``. Compares what the digest
+    ``messages[3].content[0].text: recorded 'x', got 'y'``; two long texts that differ
+    late are shown from a little before their first difference (``… from character
+    81: recorded …'…', got …'…'``). Compares what the digest
     covers (timestamps and tool-result ``details`` ignored); empty when they match.
     """
     out: list[str] = []
