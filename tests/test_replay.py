@@ -758,18 +758,20 @@ async def test_replay_with_no_bash_refuses_every_bash_call(tmp_path: Path) -> No
     assert "not allowed with argument" in err
 
 
-@pytest.mark.parametrize(("answer", "runs"), [("y", True), ("n", False)])
+@pytest.mark.parametrize(("answer", "runs"), [("y\n", True), ("n\n", False), ("\x04", False)])
 async def test_replay_asks_at_a_terminal_before_a_bash_call(
     tmp_path: Path, answer: str, runs: bool
 ) -> None:
+    """y runs the call, anything else refuses it; so does the end of input (Ctrl-D),
+    instead of waiting for an answer that cannot come."""
     path, folder = await _record_bash_session(tmp_path)
     main_fd, terminal = os.openpty()
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "trio_agent.cli", "replay", str(path), "--folder", str(folder)],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+    )
     try:
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "trio_agent.cli", "replay", str(path), "--folder", str(folder)],
-            stdin=terminal,
-            stdout=subprocess.PIPE,
-        )
         assert process.stdout is not None
         out = b""
         with trio.fail_after(60):
@@ -779,11 +781,13 @@ async def test_replay_asks_at_a_terminal_before_a_bash_call(
                 assert chunk, out
                 out += chunk
             assert not (folder.parent / "outside.txt").exists()
-            os.write(main_fd, f"{answer}\n".encode())
+            os.write(main_fd, answer.encode())
             while chunk := await process.stdout.receive_some():
                 out += chunk
             code = await process.wait()
     finally:
+        if process.returncode is None:
+            process.kill()
         os.close(main_fd)
         os.close(terminal)
     text = out.decode()

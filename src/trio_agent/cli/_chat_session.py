@@ -52,6 +52,8 @@ class _Session:
     run_started: trio.Event = attrs.field(factory=trio.Event)
     answer: trio.MemorySendChannel[str] | None = None
     """Set while a tool call waits for the user's y/n: the next line typed goes there."""
+    input_ended: bool = False
+    """No more lines will come: a question asked now is answered no at once."""
 
 
 async def _display(
@@ -101,6 +103,8 @@ def _approval(
                 )
             async with lock:
                 send, receive = trio.open_memory_channel[str](1)
+                if session.input_ended:
+                    send.send_nowait("")  # nobody can answer: no
                 session.answer = send
                 try:
                     view.line(view.s.bold(f"  allow {label}? [y/N]"))
@@ -122,14 +126,18 @@ def _approval(
 
 def approval_hook(
     view: LiveView, confirm: Collection[str], *, can_ask: bool, command: str
-) -> tuple[Any, Callable[[str], bool]]:
+) -> tuple[Any, Callable[[str | None], bool]]:
     """Chat's approval prompt, for another command (``command`` names it in the reason
     a refused call gives): the ``before_tool_call`` hook, and a function that hands it a
     line the user typed — it returns False, and the line is not taken, when no question
-    waits for an answer."""
+    waits for an answer — or None at the end of input: every question, the one waiting
+    and those to come, is then answered no."""
     session = _Session()
 
-    def answer(line: str) -> bool:
+    def answer(line: str | None) -> bool:
+        if line is None:
+            session.input_ended = True
+            line = ""
         if session.answer is None:
             return False
         try:

@@ -126,6 +126,7 @@ async def _replay(
         # Lines typed while no question waits are not answers: they are dropped.
         async for line in lines:
             answer(line)
+        answer(None)  # end of input (Ctrl-D): no more bash calls run
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(read_stdin, send)
