@@ -563,6 +563,25 @@ async def test_a_cassette_that_cannot_be_written_is_reported(tmp_path: Path) -> 
     assert f"OSError: the cassette {path} cannot be written" in message
 
 
+async def test_a_request_that_cannot_be_recorded_fails_and_leaves_no_gap(tmp_path: Path) -> None:
+    # A value in the options that is not JSON data: its record cannot be written.
+    path = tmp_path / "c.jsonl"
+    recorder = RecordingModel(ScriptedModel([reply("a"), reply("b")]), path)
+    config = LoopConfig(model_options=ModelOptions(extra={"when": object()}))
+    result = await run_agent_loop(prompt("go"), Context(system_prompt=""), recorder, config)
+    assert result.reason == "error"
+    assert result.messages[-1].error_message == (
+        "the model stream failed: TypeError: Object of type object is not JSON serializable"
+    )
+    # The next request fails too, rather than leave a cassette with a hole.
+    result = await run_agent_loop(prompt("go"), Context(system_prompt=""), recorder)
+    assert result.reason == "error"
+    assert f"OSError: the cassette {path} cannot be written: Object of type object" in (
+        result.messages[-1].error_message or ""
+    )
+    assert load_cassette(path).records == ()
+
+
 # Records a tool round trip with a file-size limit that cuts the cassette in the middle
 # of its last record: what a full disk does (a short write, then an error).
 _FULL_DISK = """

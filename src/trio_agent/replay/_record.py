@@ -19,7 +19,7 @@ from ._cassette import (
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import AsyncIterable, AsyncIterator
+    from collections.abc import AsyncIterable, AsyncIterator, Callable
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
@@ -71,7 +71,7 @@ class RecordingModel:
         self.records: list[CassetteRecord] = []
         self._next = 0
         self._started = False
-        self._broken: OSError | None = None
+        self._broken: Exception | None = None
 
     def stream(self, request: ModelRequest) -> _RecordingStream:
         index = self._next
@@ -81,25 +81,24 @@ class RecordingModel:
     def _check(self) -> None:
         """Start the cassette on the first stream; refuse every stream once a write failed.
 
-        A record that could not be written when its stream ended (the loop may not
-        report an error raised after the reply was complete) fails the next request.
+        A record that could not be written failed its own stream; every later request
+        fails too, so the cassette has no silent gap.
         """
         if self._broken is not None:
             raise OSError(f"the cassette {self.path} cannot be written: {self._broken}")
         if not self._started:
             self._write(None)
 
-    def _write(self, record: CassetteRecord | None) -> None:
+    def _write(self, build: Callable[[], CassetteRecord] | None) -> None:
+        """Write the header (first time) and the record ``build()`` makes (if any)."""
         try:
-            write_records(
-                self.path, () if record is None else (record,), truncate=not self._started
-            )
-        except OSError as exc:
+            records = () if build is None else (build(),)
+            write_records(self.path, records, truncate=not self._started)
+        except Exception as exc:  # a full disk, or a request that is not JSON data
             self._broken = exc
             raise
         self._started = True
-        if record is not None:
-            self.records.append(record)
+        self.records.extend(records)
 
 
 class _RecordingStream:
@@ -191,7 +190,7 @@ class _RecordingStream:
         if kind == "raised" and self._error is not None:
             error = {"error_type": type(self._error).__name__, "error_message": str(self._error)}
         self._owner._write(
-            CassetteRecord(
+            lambda: CassetteRecord(
                 index=self._index,
                 digest=request_digest(self._request),
                 request=self._request,
