@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 import pytest
-from _httpserver import Handler, Received, Responder, error, recorded
+from _httpserver import Handler, Received, Responder, error, frames, recorded
 from _streamkit import FAST, KEY, collect, final, make_model
 from hypothesis import given
 from hypothesis import strategies as st
@@ -206,9 +206,12 @@ def fragments(key: str) -> str:
     )
 
 
-def echo_fragments(header: str | None = None, extra: str = "") -> Handler:
+def echo_fragments(
+    header: str | None = None, extra: str = "", *, mid_stream: bool = False
+) -> Handler:
     """A 401 from the real server whose message echoes, in pieces, the key it received
-    (or the value of request header ``header``), then ``extra``."""
+    (or the value of request header ``header``), then ``extra``; with ``mid_stream``,
+    an error frame in a 200 event stream instead."""
 
     async def handler(request: Received, r: Responder) -> None:
         if header is not None:
@@ -218,7 +221,13 @@ def echo_fragments(header: str | None = None, extra: str = "") -> Handler:
         else:
             key = request.headers["x-api-key"]
         message = fragments(key) + extra
-        await r.json(401, {"type": "error", "error": {"type": "invalid_key", "message": message}})
+        body = {"type": "error", "error": {"type": "invalid_key", "message": message}}
+        if not mid_stream:
+            await r.json(401, body)
+            return
+        await r.head()
+        await r.body(frames(body, named=True).encode())
+        await r.end()
 
     return handler
 
@@ -230,15 +239,19 @@ WORDY_KEY = "sk-please-provided-answer-secret-Pg6E"
 
 @pytest.mark.parametrize("kind", PROVIDERS)
 @pytest.mark.parametrize("key", [KEY, ODD_KEY, LIVE_KEY, WORDY_KEY])
+@pytest.mark.parametrize("mid_stream", [False, True])
 async def test_a_server_echoing_pieces_of_the_key_shows_no_piece_of_six(
-    kind: str, key: str, server: Server
+    kind: str, key: str, mid_stream: bool, server: Server
 ) -> None:
-    server.add(echo_fragments())
+    server.add(echo_fragments(mid_stream=mid_stream))
     async with make_model(kind, server.url, api_key=key) as model:
         events = await collect(model)
     text = final(events).error_message or ""
     assert auth_header(kind, server.requests[0]).removeprefix("Bearer ") == key
-    assert "HTTP 401" in text
+    if mid_stream:
+        assert "the server reported an error mid-stream: invalid_key: " in text
+    else:
+        assert "HTTP 401" in text
     assert_hidden(text, key)
     # Pieces shorter than six characters may stay: OpenAI's "sk-liv...Pg6E" keeps "Pg6E".
     if key != WORDY_KEY:
@@ -293,3 +306,22 @@ def test_timeouts_are_checked() -> None:
         HTTPOptions(idle_timeout=0)
     with pytest.raises(ValueError, match="progress_timeout"):
         HTTPOptions(progress_timeout=-1)
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_an_error_body_nested_too_deeply_is_shown_cut_with_the_key_hidden(
+    kind: str, server: Server
+) -> None:
+    async def deep(request: Received, r: Responder) -> None:
+        page = ('{"error": ' + f"{json.dumps(LIVE_KEY)}, " + '"x": ' + "[" * 100_000).encode()
+        head = f"HTTP/1.1 401 No\r\ncontent-type: application/json\r\ncontent-length: {len(page)}"
+        await r.stream.send_all(head.encode() + b"\r\n\r\n" + page)
+
+    server.add(deep)
+    async with make_model(kind, server.url, api_key=LIVE_KEY) as model:
+        text = final(await collect(model)).error_message or ""
+    assert text.startswith("HTTP 401 No from http://127.0.0.1:")
+    assert ': {"error": "[redacted]", "x": [[[[' in text
+    assert text.endswith("[…")
+    assert "RecursionError" not in text
+    assert_hidden(text, LIVE_KEY)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import trio
 
+from .._serde import parse_json
 from ._reply import StreamFault
 from ._secrets import MIN_RUN, Secret, without_userinfo
 
@@ -65,8 +66,8 @@ def describe_error(payload: Any) -> str | None:
 def _error_text(body: bytes) -> str:
     text = body.decode("utf-8", errors="replace")
     try:
-        described = describe_error(json.loads(text))
-    except ValueError:
+        described = describe_error(parse_json(text))
+    except ValueError:  # not JSON, or nested too deeply: the text itself, cut
         described = None
     if described:
         return described
