@@ -60,7 +60,7 @@ from trio_agent import (
 )
 from trio_agent._jsonl import HEADER_LINE
 from trio_agent._pairing import transcript_violations
-from trio_agent._serde import message_to_json
+from trio_agent._serde import MAX_JSON_DEPTH, JsonTooDeep, message_to_json, parse_json
 from trio_agent.testing import ScriptedModel, messages
 
 if TYPE_CHECKING:
@@ -1024,3 +1024,74 @@ def test_load_transcript_peak_memory_stays_near_the_messages(tmp_path: Path) -> 
     assert report["messages"] == count
     ratio = report["growth_kib"] * 1024 / size
     assert ratio < 2.0, f"peak grew by {ratio:.2f}x the file size"
+
+
+# --- JSON nested too deeply: a format error naming the line, in every reader -----------
+
+
+def nested(depth: int) -> str:
+    """An object holding arrays nested so that the whole value is ``depth`` deep."""
+    return '{"a":' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+
+
+def test_parse_json_refuses_what_nests_deeper_than_the_limit() -> None:
+    assert parse_json(nested(MAX_JSON_DEPTH)) == json.loads(nested(MAX_JSON_DEPTH))
+    assert parse_json(nested(MAX_JSON_DEPTH).encode()) == json.loads(nested(MAX_JSON_DEPTH))
+    for text in (nested(MAX_JSON_DEPTH + 1), "[" * 100_000, "[" * 100_000 + "]" * 100_000):
+        with pytest.raises(JsonTooDeep, match=f"nested deeper than {MAX_JSON_DEPTH} levels"):
+            parse_json(text)
+        with pytest.raises(JsonTooDeep):
+            parse_json(text.encode())
+    # Many brackets side by side are not deep.
+    wide = "[" + ",".join(["[]"] * 10_000) + "]"
+    assert len(parse_json(wide)) == 10_000
+
+
+HEADERS = {
+    "check": HEADER_LINE.decode(),
+    "replay": '{"format":"trio-agent-cassette","version":1}\n',
+    "fleet": "",
+}
+
+
+@pytest.mark.parametrize("line", ["[" * 100_000, nested(MAX_JSON_DEPTH + 1)])
+@pytest.mark.parametrize("command", ["check", "replay", "fleet"])
+def test_deeply_nested_json_is_a_one_line_error_in_every_command(
+    tmp_path: Path, command: str, line: str
+) -> None:
+    """Before, the parser's RecursionError ended each command in a traceback. As the
+    last line too: a crash never leaves such a line, so it is not a torn tail."""
+    path = tmp_path / f"{command}.jsonl"
+    path.write_text(HEADERS[command] + line + "\n")
+    argv = [sys.executable, "-m", "trio_agent.cli", command, str(path)]
+    if command == "fleet":
+        argv += ["--factory", "trio_agent.fleet:demo_factory", "--out", str(tmp_path / "out")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    number = 1 if command == "fleet" else 2
+    too_deep = f"arrays and objects nested deeper than {MAX_JSON_DEPTH} levels"
+    if command == "fleet":
+        assert done.returncode == 2
+        assert done.stderr == (
+            f"trio-agent fleet: cannot read the tasks: {path}:{number}: not JSON ({too_deep})\n"
+        )
+    else:
+        assert done.returncode == 1
+        assert done.stderr == (
+            f"{path}:{number}: malformed JSON: {too_deep}\n{path}: does not load\n"
+        )
+    assert done.stdout == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_too_deep_last_line_is_not_cut_off_as_torn(tmp_path: Path) -> None:
+    path = write(tmp_path, file_text(sample()) + b"[" * 5000)
+    with pytest.raises(TranscriptFormatError, match=f":{len(sample()) + 2}: malformed JSON: arr"):
+        load_transcript(path)
+
+    async def reopen() -> None:
+        async with JsonlTranscript(path):
+            pass
+
+    with pytest.raises(TranscriptFormatError, match="last line: malformed JSON: arrays"):
+        trio.run(reopen)
+    assert path.read_bytes().endswith(b"[" * 5000)

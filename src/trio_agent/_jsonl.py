@@ -34,7 +34,7 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, Literal, final
 
 import attrs
 import trio
@@ -43,10 +43,10 @@ from . import _events as ev
 from ._errors import TranscriptFormatError
 from ._locked_file import CHUNK, datasync, fsync_dir, line_start, names, open_locked, write_all
 from ._messages import Message, as_history
-from ._serde import from_jsonable, message_to_json
+from ._serde import JsonTooDeep, from_jsonable, message_to_json, parse_json
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
     from types import TracebackType
 
 __all__ = ["JsonlTranscript", "LoadedTranscript", "load_transcript", "write_transcript"]
@@ -60,25 +60,94 @@ HEADER_LINE: Final = (
 FsyncMode = bool | Literal["turn"]
 
 
-class _Unreadable(Exception):
-    """A line that is not UTF-8 JSON text: torn when it is the last line."""
+class UnreadableLine(ValueError):
+    """A line that is not UTF-8 JSON text.
+
+    Attributes:
+        torn: whether a crash while the line was written can explain it (cut JSON, a
+            cut UTF-8 sequence, a blank line): then, as the last line of a file, it is
+            a torn tail. A line nested too deeply to read is never torn: no writer
+            writes one, and a cut line is never deeper than the whole one.
+    """
+
+    def __init__(self, reason: str, *, torn: bool = True) -> None:
+        super().__init__(reason)
+        self.torn = torn
 
 
-def _decode(raw: bytes) -> Any:
+def decode_line(raw: bytes) -> Any:
+    """The JSON value of one line (without its newline). Raises :class:`UnreadableLine`."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _Unreadable(
+        raise UnreadableLine(
             f"not UTF-8 text ({exc.reason}: byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
         ) from None
     if not text.strip():
-        raise _Unreadable("blank line")
+        raise UnreadableLine("blank line")
     try:
-        return json.loads(text)
+        return parse_json(text)
+    except JsonTooDeep as exc:
+        raise UnreadableLine(f"malformed JSON: {exc}", torn=False) from None
     except ValueError as exc:
         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         col = f" (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise _Unreadable(f"malformed JSON: {msg}{col}") from None
+        raise UnreadableLine(f"malformed JSON: {msg}{col}") from None
+
+
+@final
+class JsonLines:
+    """The lines after the header of a JSONL file written one line per ``write``
+    (transcripts, cassettes), with the rule for a torn tail they all follow.
+
+    Iterating gives ``(line number, JSON value)`` for each line of ``file``, read from
+    where it stands (just after the header, line 1) one line at a time and one line
+    ahead (to know which line is the last): memory stays near the size of one line.
+    A last line that is not UTF-8 JSON text — what a crash in the middle of its
+    ``write`` leaves — is *torn*: it is not given, and once the iteration is over
+    :attr:`torn_line` and :attr:`torn_reason` say so. Any other unreadable line, and a
+    line nested too deeply to read wherever it is, raises.
+
+    Args:
+        file: a binary file positioned after the header line.
+        where: how messages name the file.
+        skip_blank: pass over blank lines instead of refusing them.
+
+    Raises:
+        TranscriptFormatError: (while iterating) a line that is not UTF-8 JSON text and
+            not a torn tail; ``.line`` names it.
+        OSError: the file cannot be read.
+    """
+
+    def __init__(self, file: BinaryIO, where: str, *, skip_blank: bool = False) -> None:
+        self._file = file
+        self._where = where
+        self._skip_blank = skip_blank
+        self.torn_line: int | None = None
+        """The 1-based number of a torn last line that was left out, else None."""
+        self.torn_reason: str | None = None
+        """Why that line could not be read."""
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        readline = self._file.readline
+        number = 1
+        line = readline()
+        while line:
+            number += 1
+            after = readline()
+            raw = line.removesuffix(b"\n")
+            if self._skip_blank and not raw.strip():
+                line = after
+                continue
+            try:
+                item = decode_line(raw)
+            except UnreadableLine as exc:
+                if not after and exc.torn:
+                    self.torn_line, self.torn_reason = number, str(exc)
+                    return
+                raise TranscriptFormatError(f"{self._where}:{number}: {exc}", line=number) from None
+            yield number, item
+            line = after
 
 
 def _bad_header(where: str, what: str) -> TranscriptFormatError:
@@ -92,8 +161,8 @@ def _bad_header(where: str, what: str) -> TranscriptFormatError:
 def _parse_header(raw: bytes, where: str) -> int:
     """The version of a header line; raises :class:`TranscriptFormatError` on line 1."""
     try:
-        data = _decode(raw)
-    except _Unreadable as exc:
+        data = decode_line(raw)
+    except UnreadableLine as exc:
         raise _bad_header(where, f"no transcript header ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise _bad_header(where, "no transcript header (not a trio-agent transcript)")
@@ -170,8 +239,6 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
         OSError: the file cannot be read.
     """
     where = os.fspath(path)
-    # Line by line, one line ahead (to know which one is the last): memory stays near
-    # the size of the messages themselves, never a copy of the whole file.
     with open(path, "rb") as f:
         header = f.readline()
         if not header:
@@ -180,27 +247,14 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
                 line=1,
             )
         version = _parse_header(header.removesuffix(b"\n"), where)
-        messages: list[Message] = []
-        append = messages.append
-        number = 1
-        line = f.readline()
-        while line:
-            number += 1
-            after = f.readline()
-            try:
-                item = _decode(line.removesuffix(b"\n"))
-            except _Unreadable as exc:
-                if not after:
-                    return LoadedTranscript(
-                        messages=tuple(messages),
-                        version=version,
-                        torn_line=number,
-                        torn_reason=str(exc),
-                    )
-                raise TranscriptFormatError(f"{where}:{number}: {exc}", line=number) from None
-            append(_parse_message(item, where, number))
-            line = after
-    return LoadedTranscript(messages=tuple(messages), version=version)
+        lines = JsonLines(f, where)
+        messages = [_parse_message(item, where, number) for number, item in lines]
+    return LoadedTranscript(
+        messages=tuple(messages),
+        version=version,
+        torn_line=lines.torn_line,
+        torn_reason=lines.torn_reason,
+    )
 
 
 def _encode(messages: Iterable[Message]) -> bytes:
@@ -406,8 +460,10 @@ class JsonlTranscript:
         start = line_start(fd, stop, header_end)
         raw = os.pread(fd, stop - start, start)
         try:
-            data = _decode(raw)
-        except _Unreadable:
+            data = decode_line(raw)
+        except UnreadableLine as exc:
+            if not exc.torn:
+                raise TranscriptFormatError(f"{where}, last line: {exc}") from None
             os.ftruncate(fd, start)
             self.dropped_bytes = size - start
             return start

@@ -44,7 +44,7 @@ from ._messages import (
     as_messages,
 )
 
-__all__ = ["dumps", "join_surrogate_pairs", "loads"]
+__all__ = ["MAX_JSON_DEPTH", "JsonTooDeep", "dumps", "join_surrogate_pairs", "loads", "parse_json"]
 
 T = TypeVar("T")
 
@@ -339,6 +339,59 @@ def dumps(messages: Iterable[Message]) -> str:
     return _json_text([to_jsonable(m, Message) for m in as_history(messages, "messages")])
 
 
+MAX_JSON_DEPTH = 256
+"""How deeply arrays and objects may nest in JSON that trio-agent reads from outside
+(transcripts, cassettes, task files): deeper, and converting the values recursively
+(what writing them back, or a cassette's request digest, does) would exhaust Python's
+recursion; a run cannot hold such a value in the first place."""
+
+
+class JsonTooDeep(ValueError):
+    """JSON text whose arrays and objects nest deeper than :data:`MAX_JSON_DEPTH`."""
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests deeper than :data:`MAX_JSON_DEPTH` (walked without
+    recursion, so any depth is measured)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def _openings(text: str | bytes) -> int:
+    if isinstance(text, bytes):
+        return text.count(b"[") + text.count(b"{")
+    return text.count("[") + text.count("{")
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``json.loads(text)``, for JSON text from outside (a file, a cassette, a task).
+
+    Arrays and objects nested deeper than :data:`MAX_JSON_DEPTH` levels raise
+    :class:`JsonTooDeep`, a ``ValueError`` like any other malformed JSON — never
+    ``RecursionError``, however deep — so every reader reports it as the format error
+    it is, naming the line.
+
+    Raises:
+        ValueError: malformed JSON (``json.JSONDecodeError``), text that is not UTF-8
+            (``UnicodeDecodeError``), or :class:`JsonTooDeep`.
+    """
+    too_deep = f"arrays and objects nested deeper than {MAX_JSON_DEPTH} levels"
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise JsonTooDeep(too_deep) from None
+    # Text with fewer opening brackets than the limit cannot nest deeper: no walk.
+    if _openings(text) > MAX_JSON_DEPTH and _too_deep(value):
+        raise JsonTooDeep(too_deep)
+    return value
+
+
 def loads(text: str | bytes) -> tuple[Message, ...]:
     """Read messages written by :func:`dumps`.
 
@@ -347,8 +400,8 @@ def loads(text: str | bytes) -> tuple[Message, ...]:
             tag, a missing field or a value of the wrong type; ``.path`` names the field.
     """
     try:
-        data = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+        data = parse_json(text)
+    except ValueError as exc:
         raise TranscriptFormatError(f"malformed JSON at $: {exc}", path="$") from None
     if not isinstance(data, list):
         raise TranscriptFormatError(

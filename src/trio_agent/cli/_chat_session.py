@@ -26,13 +26,13 @@ from ._chat_options import KEY_ENVS
 from ._render import LiveView, Output, describe_call, wants_color
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Collection, Sequence
+    from collections.abc import AsyncIterator, Callable, Collection, Sequence
 
     from .._jsonl import JsonlTranscript
     from .._model import Model
     from .._tools import Tool
 
-__all__ = ["CONFIRMED_TOOLS", "EXIT_WORDS", "read_stdin", "run_chat"]
+__all__ = ["CONFIRMED_TOOLS", "EXIT_WORDS", "approval_hook", "read_stdin", "run_chat"]
 
 EXIT_WORDS = ("/exit", "/quit")
 CONFIRMED_TOOLS = ("write", "edit", "bash")
@@ -82,11 +82,13 @@ def _approval(
     confirm: Collection[str],
     can_ask: bool,
     then: Any,
+    command: str = "trio-agent chat",
 ) -> Any:
     """A ``before_tool_call`` hook: a call of a tool in ``confirm`` runs only after the
     user types ``y`` (the next line read); any other answer blocks it. Without
-    ``can_ask`` such calls are blocked at once. One question at a time; an abort while
-    waiting cancels the question with the run. ``then`` (another hook) runs after."""
+    ``can_ask`` such calls are blocked at once (the reason names ``command``). One
+    question at a time; an abort while waiting cancels the question with the run.
+    ``then`` (another hook) runs after."""
     lock = trio.Lock()
 
     async def before(ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
@@ -98,7 +100,7 @@ def _approval(
                 return BeforeToolCallResult(
                     block=True,
                     reason=f"{name} needs the user's approval, and there is no terminal to "
-                    "ask on: run trio-agent chat from a terminal, or with --yes",
+                    f"ask on: run {command} from a terminal, or with --yes",
                 )
             async with lock:
                 answer = await _ask(session, view, label)
@@ -136,6 +138,33 @@ async def _ask(session: _Session, view: LiveView, label: str) -> str | None:
                 return None
     finally:
         session.answer = None
+
+
+def approval_hook(
+    view: LiveView, confirm: Collection[str], *, can_ask: bool, command: str
+) -> tuple[Any, Callable[[str | None], bool]]:
+    """Chat's approval prompt, for another command (``command`` names it in the reason
+    a refused call gives): the ``before_tool_call`` hook, and a function that hands it a
+    line the user typed — it returns False, and the line is not taken, when no question
+    waits for an answer — or None at the end of input: every question, the one waiting
+    and those to come, is then answered no."""
+    session = _Session()
+
+    def answer(line: str | None) -> bool:
+        if line is None:
+            session.reading = False
+            if session.answer is not None:
+                session.answer.close()  # the question waiting is answered: no answer
+            return True
+        if session.answer is None:
+            return False
+        try:
+            session.answer.send_nowait(line)
+        except (trio.WouldBlock, trio.BrokenResourceError):
+            return False  # answered already: this line came after the answer
+        return True
+
+    return _approval(session, view, confirm, can_ask, None, command), answer
 
 
 async def _on_interrupt(

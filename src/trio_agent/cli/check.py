@@ -61,6 +61,11 @@ def describe(violation: str, file: str) -> str:
     return f"{file}:{line}: {_REF.sub(_line_ref, rest)}"
 
 
+def torn_notice(file: str, line: int, reason: str | None) -> str:
+    """How a torn last line, left out when the file was loaded, is reported."""
+    return f"{file}:{line}: torn last line dropped (a crash while it was written?): {reason}"
+
+
 def load_or_complain(
     load: Callable[[str], T], file: str, format_error: type[Exception]
 ) -> T | None:
@@ -85,10 +90,7 @@ def run(args: argparse.Namespace) -> int:
     problems = 0
     if loaded.torn_line is not None:
         problems += 1
-        print(
-            f"{file}:{loaded.torn_line}: torn last line dropped (a crash while it was "
-            f"written?): {loaded.torn_reason}"
-        )
+        print(torn_notice(file, loaded.torn_line, loaded.torn_reason))
     messages = loaded.messages
     if args.repair is not None:
         repaired = repair(messages)

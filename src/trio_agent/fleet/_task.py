@@ -32,6 +32,7 @@ from trio_agent import (
     Usage,
     loads,
 )
+from trio_agent._serde import parse_json
 
 __all__ = [
     "Factory",
@@ -244,7 +245,7 @@ def load_tasks(path: str | os.PathLike[str]) -> list[FleetTask]:
                 continue
             at = f"{where}:{number}"
             try:
-                data = json.loads(raw)
+                data = parse_json(raw)
             except ValueError as exc:
                 raise ValueError(f"{at}: not JSON ({exc})") from None
             task = task_from_json(data, where=at)

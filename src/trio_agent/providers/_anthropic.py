@@ -77,7 +77,8 @@ class Anthropic(HTTPModel):
         prompt_cache: mark the system prompt and the last user turn as cache
             breakpoints (``cache_control``), so a long agent run re-reads its history
             from the prompt cache.
-        headers: extra request headers (``anthropic-beta``...).
+        headers: extra request headers (``anthropic-beta``...); their values are kept
+            out of error texts as the key is.
         http: timeouts, pool limits and retries.
 
     ``ModelOptions.reasoning`` (``minimal``/``low``/``medium``/``high``/``xhigh``, or a
@@ -102,7 +103,7 @@ class Anthropic(HTTPModel):
             base_url=base_url,
             api_key=api_key,
             key_env="ANTHROPIC_API_KEY",
-            headers={"anthropic-version": API_VERSION, **(headers or {})},
+            headers=headers,
             http=http,
         )
         self._max_tokens = max_tokens
@@ -146,6 +147,7 @@ class Anthropic(HTTPModel):
         return body
 
     _path = "/v1/messages"
+    _fixed_headers: Mapping[str, str] = {"anthropic-version": API_VERSION}
 
     def _auth_headers(self, key: str) -> dict[str, str]:
         return {"x-api-key": key}

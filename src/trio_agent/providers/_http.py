@@ -229,7 +229,9 @@ class HTTPModel:
         api_key: the key; None reads the environment variable ``key_env``. Surrounding
             whitespace (a newline left by a file) is stripped; empty means no key.
         key_env: where the key comes from by default.
-        headers: extra request headers.
+        headers: extra request headers. Their values are kept out of every error text
+            as the key is (in pieces of 6 or more characters too): one may carry a
+            token.
         http: timeouts, pool limits and retries.
 
     Attributes:
@@ -243,6 +245,8 @@ class HTTPModel:
     """
 
     _path: str
+    _fixed_headers: Mapping[str, str] = {}
+    """Headers the provider itself sends (under the caller's ``headers``)."""
 
     def __init__(
         self,
@@ -267,10 +271,12 @@ class HTTPModel:
             options=http if http is not None else HTTPOptions(),
             secret=Secret(api_key if api_key is not None else os.environ.get(key_env)),
             key_hint=f"pass api_key= or set {key_env}",
+            also_hidden=(headers or {}).values(),
         )
         self._headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
+            **self._fixed_headers,
             **(headers or {}),
         }
 

@@ -68,7 +68,8 @@ class OpenAIChat(HTTPModel):
             environment; none at all is fine for local servers. Surrounding whitespace
             is stripped; the key never appears in a repr or an error message.
         provider: the name recorded in each ``AssistantMessage.provider``.
-        headers: extra request headers.
+        headers: extra request headers; their values are kept out of error texts as
+            the key is (one may carry a token).
         max_tokens_field: where ``ModelOptions.max_tokens`` goes:
             ``max_completion_tokens`` (OpenAI) or ``max_tokens`` (older servers).
         http: timeouts, pool limits and retries.

@@ -2,8 +2,10 @@
 
 A key lives in a :class:`Secret`: stripped of surrounding whitespace when read, never in
 a repr, and scrubbed from every error text in every form it can take there (raw,
-escaped, repr'd, partly: servers sometimes echo part of a rejected key). Credentials in a
-URL (``https://user:key@host``) are cut by :func:`without_userinfo`.
+escaped, repr'd, and in pieces: servers echo part of a rejected key, like
+``sk-liv...Pg6E``). No run of :data:`MIN_RUN` or more consecutive characters of a key
+is left in a text it scrubbed. Credentials in a URL (``https://user:key@host``) are cut
+by :func:`without_userinfo`.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import json
 import re
 import urllib.parse
 
-__all__ = ["Secret", "without_userinfo"]
+__all__ = ["MIN_RUN", "Secret", "without_userinfo"]
 
-# The shortest run of a key's characters that is hidden on its own (a shorter key is
-# hidden only whole): servers echo a rejected key partly, as a prefix or a suffix.
-_MIN_RUN = 8
+MIN_RUN = 6
+"""The shortest run of a key's consecutive characters that is hidden on its own (a
+shorter key is hidden only whole): servers echo a rejected key in pieces — a prefix, a
+suffix, a middle part. Shorter pieces are kept: they are no longer than ordinary words
+(``sk-liv...Pg6E`` becomes ``[redacted]...Pg6E``)."""
 
 
 def _forms(value: str) -> tuple[str, ...]:
@@ -37,9 +41,9 @@ def _forms(value: str) -> tuple[str, ...]:
 
 
 def _runs(text: str, form: str) -> list[tuple[int, int]]:
-    """Where ``text`` holds a run of at least ``_MIN_RUN`` consecutive characters of
+    """Where ``text`` holds a run of at least :data:`MIN_RUN` consecutive characters of
     ``form`` (all of it when shorter): ``(start, end)`` of each, taken whole."""
-    size = min(_MIN_RUN, len(form))
+    size = min(MIN_RUN, len(form))
     starts: set[int] = set()
     for piece in {form[i : i + size] for i in range(len(form) - size + 1)}:
         at = text.find(piece)
@@ -91,9 +95,10 @@ class Secret:
 
         Every form the key can take in a message is hidden: as is, JSON-escaped,
         ``repr``'d (a text or bytes repr, as exceptions show a refused header),
-        ``unicode_escape``d or URL-encoded; and in each form, any run of 8 or more
-        consecutive characters of it (servers echo a rejected key partly: a prefix, a
-        suffix), taken whole. A key shorter than 8 characters is hidden only whole.
+        ``unicode_escape``d or URL-encoded; and in each form, any run of 6 or more
+        consecutive characters of it (servers echo a rejected key in pieces: a prefix,
+        a suffix, a middle part), taken whole. A key shorter than 6 characters is
+        hidden only whole.
         """
         runs = sorted(run for form in self._forms for run in _runs(text, form))
         if not runs:

@@ -17,14 +17,15 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx2
 import trio
 
+from .._serde import parse_json
 from ._reply import StreamFault
-from ._secrets import Secret, without_userinfo
+from ._secrets import MIN_RUN, Secret, without_userinfo
 
 if TYPE_CHECKING:
     from ._options import HTTPOptions
@@ -65,8 +66,8 @@ def describe_error(payload: Any) -> str | None:
 def _error_text(body: bytes) -> str:
     text = body.decode("utf-8", errors="replace")
     try:
-        described = describe_error(json.loads(text))
-    except ValueError:
+        described = describe_error(parse_json(text))
+    except ValueError:  # not JSON, or nested too deeply: the text itself, cut
         described = None
     if described:
         return described
@@ -175,10 +176,20 @@ class Session:
         options: timeouts, pool limits, retries.
         secret: the API key (may be unset).
         key_hint: how to set the key, for the message of a 401/403 without one.
+        also_hidden: other values kept out of every error text as the key is (the
+            values of the caller's extra headers, which may carry a token). One
+            shorter than :data:`MIN_RUN` characters is not hidden: it cannot hold a
+            piece that long, and hiding it whole would hide ordinary words.
     """
 
     def __init__(
-        self, *, base_url: str, options: HTTPOptions, secret: Secret, key_hint: str
+        self,
+        *,
+        base_url: str,
+        options: HTTPOptions,
+        secret: Secret,
+        key_hint: str,
+        also_hidden: Iterable[str] = (),
     ) -> None:
         try:
             url = httpx2.URL(base_url)
@@ -197,7 +208,9 @@ class Session:
         # Credentials in the URL are secrets too: the password, or a lone user name
         # (``https://TOKEN@host``, a common way to pass a token).
         userinfo = url.password or url.username
-        self._secrets = (secret, Secret(userinfo)) if userinfo else (secret,)
+        others = [userinfo] if userinfo else []
+        others += [v for v in also_hidden if len(v.strip()) >= MIN_RUN]
+        self._secrets = (secret, *(Secret(v) for v in others))
         self._key_hint = key_hint
         self._client: httpx2.AsyncClient | None = None
 
@@ -230,7 +243,8 @@ class Session:
             await client.aclose()
 
     def redact(self, text: str) -> str:
-        """``text`` with the API key and credentials in ``base_url`` hidden."""
+        """``text`` with the API key, credentials in ``base_url`` and the other hidden
+        values (``also_hidden``) hidden, in pieces too (see :meth:`Secret.redact`)."""
         for secret in self._secrets:
             text = secret.redact(text)
         return text

@@ -17,19 +17,23 @@ whitespace, and without what a model never sees — message ``timestamp``\\ s an
 requests with the same digest ask the model the same thing.
 
 Secrets: a ``ModelRequest`` holds no API key (providers keep theirs in their HTTP
-client), but ``options.extra`` may carry anything; in it, every entry whose name looks
-like a credential (``api_key``, ``token``, ``secret``, ``password``, ``authorization``,
-``cookie``…, at any depth) and every string that looks like one (``Bearer …``,
-``Basic …``, ``sk-…``) is written as ``"[redacted]"``. Message contents are recorded
-as they are: do not record a session whose prompts hold secrets.
+client), but ``options.extra`` may carry anything; in it, at any depth, the value of
+every entry whose name is a credential's — ``api_key``, ``accessToken``,
+``clientSecret``, ``X-Api-Key``, ``refresh_token``, ``privateKey``, ``password``,
+``Authorization``, ``Cookie``…, matched case- and separator-insensitively — is written
+as ``"[redacted]"``, and so is every piece of a string that has the shape of a
+well-known token (GitHub ``ghp_…``/``github_pat_…``, OpenAI ``sk-…``, Anthropic
+``sk-ant-…``, AWS ``AKIA…``, Google ``AIza…``, Slack ``xoxb-…``, JSON Web Tokens,
+``Bearer …``/``Basic …`` credentials). Message contents are recorded as they are: do
+not record a session whose prompts or tool results hold secrets.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
@@ -37,9 +41,12 @@ import attrs
 
 from .. import _events as ev
 from .._errors import TranscriptFormatError, TrioAgentError
+from .._jsonl import JsonLines, UnreadableLine, decode_line
+from .._locked_file import write_all
 from .._messages import Message
 from .._model import ModelRequest
 from .._serde import from_jsonable, to_jsonable
+from ._redact import redact
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -64,7 +71,6 @@ __all__ = [
 FORMAT: Final = "trio-agent-cassette"
 VERSION: Final = 1
 HEADER_LINE: Final = json.dumps({"format": FORMAT, "version": VERSION}, separators=(",", ":"))
-REDACTED: Final = "[redacted]"
 
 EndKind: TypeAlias = Literal["done", "error", "raised", "ended", "cancelled", "left"]
 """How a recorded stream ended:
@@ -131,34 +137,22 @@ class CassetteRecord:
 
 @attrs.frozen(kw_only=True)
 class Cassette:
-    """A loaded cassette: its format ``version`` and its records, in request order."""
+    """A loaded cassette: its format ``version`` and its records, in request order.
+
+    Attributes:
+        torn_line: the 1-based line of a torn last record that :func:`load_cassette`
+            left out (a crash or a full disk cut it while it was written), else None.
+        torn_reason: why that line could not be read.
+    """
 
     records: tuple[CassetteRecord, ...]
     version: int = VERSION
     path: Path | None = None
+    torn_line: int | None = None
+    torn_reason: str | None = None
 
 
 # --- canonical requests, digests, differences ------------------------------------------
-
-# A name that holds a credential: ``api_key``, ``x-api-key``, ``access_token``,
-# ``Authorization``, ``client_secret``… but not ``max_tokens`` or ``keyword``.
-_SECRET_NAME = re.compile(
-    r"(?i)(^|[^a-z])(api[_-]?key|key|secret|token|password|passwd|passphrase|auth"
-    r"|authorization|credentials?|bearer|cookie|session[_-]?id)$"
-)
-_SECRET_VALUE = re.compile(r"(?i)^\s*(bearer|basic)\s+\S|^sk-[A-Za-z0-9_-]{8,}")
-
-
-def _redact(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: REDACTED if _SECRET_NAME.search(str(k)) else _redact(v) for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_redact(v) for v in value]
-    if isinstance(value, str) and _SECRET_VALUE.search(value):
-        return REDACTED
-    return value
 
 
 def request_to_json(request: ModelRequest) -> dict[str, Any]:
@@ -166,7 +160,7 @@ def request_to_json(request: ModelRequest) -> dict[str, Any]:
     data: dict[str, Any] = to_jsonable(request, ModelRequest)
     options = data.get("options")
     if isinstance(options, dict) and options.get("extra"):
-        options["extra"] = _redact(options["extra"])
+        options["extra"] = redact(options["extra"])
     return data
 
 
@@ -237,6 +231,20 @@ def _diff(path: str, recorded: Any, got: Any, out: list[str], limit: int) -> Non
         elif m > n:
             out.append(f"{path}[{n}]: recorded nothing, got {_show(got[n])} ({n} vs {m} items)")
         return
+    if isinstance(recorded, str) and isinstance(got, str):
+        # Long texts that differ late would show the same cut-off start: show both
+        # from a little before the first character that differs.
+        same = next(
+            (i for i, (a, b) in enumerate(zip(recorded, got, strict=False)) if a != b),
+            min(len(recorded), len(got)),
+        )
+        start = max(0, same - 20)
+        if start > 10:
+            out.append(
+                f"{path or '$'}: from character {start + 1}: recorded …{_show(recorded[start:])}, "
+                f"got …{_show(got[start:])}"
+            )
+            return
     out.append(f"{path or '$'}: recorded {_show(recorded)}, got {_show(got)}")
 
 
@@ -249,7 +257,9 @@ def request_differences(
     """Where two requests differ, as readable lines (at most ``limit``), in field order.
 
     Each line names the field by its path and shows both values, like
-    ``messages[3].content[0].text: recorded 'x', got 'y'``. Compares what the digest
+    ``messages[3].content[0].text: recorded 'x', got 'y'``; two long texts that differ
+    late are shown from a little before their first difference (``… from character
+    81: recorded …'…', got …'…'``). Compares what the digest
     covers (timestamps and tool-result ``details`` ignored); empty when they match.
     """
     out: list[str] = []
@@ -291,10 +301,10 @@ def _bad(where: str, line: int, what: str, path: str = "$") -> CassetteFormatErr
     return CassetteFormatError(f"{where}:{line}: {what}", line=line, path=path)
 
 
-def _check_header(text: str, where: str) -> int:
+def _check_header(raw: bytes, where: str) -> int:
     try:
-        data = json.loads(text)
-    except ValueError:
+        data = decode_line(raw)
+    except UnreadableLine:
         data = None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise _bad(where, 1, f"not a trio-agent cassette: the first line must be {HEADER_LINE}")
@@ -312,11 +322,7 @@ def _check_header(text: str, where: str) -> int:
     return version
 
 
-def _parse_record(text: str, where: str, line: int) -> CassetteRecord:
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise _bad(where, line, f"malformed JSON: {exc}") from None
+def _parse_record(data: Any, where: str, line: int) -> CassetteRecord:
     if not isinstance(data, dict):
         raise _bad(where, line, f"expected a JSON object, got {type(data).__name__}")
     try:
@@ -326,51 +332,63 @@ def _parse_record(text: str, where: str, line: int) -> CassetteRecord:
     return record
 
 
-def parse_cassette(text: str, *, where: str = "<cassette>") -> Cassette:
-    """Read a cassette from its text; raises :class:`CassetteFormatError`."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not lines:
-        raise _bad(where, 1, f"empty file; a cassette starts with the line {HEADER_LINE}")
-    version = _check_header(lines[0], where)
-    records = [
-        _parse_record(raw, where, number)
-        for number, raw in enumerate(lines[1:], start=2)
-        if raw.strip()
-    ]
-    records.sort(key=lambda r: r.index)
-    return Cassette(records=tuple(records), version=version)
-
-
 def load_cassette(path: str | os.PathLike[str]) -> Cassette:
-    """Read the cassette file ``path``. Blocks (file I/O).
+    """Read the cassette file ``path``, one line at a time. Blocks (file I/O).
+
+    A torn last line — a record cut short by a crash or a full disk while it was
+    written: not UTF-8 JSON text — is left out, and reported in
+    :attr:`Cassette.torn_line`; the records before it load. Blank lines are skipped.
 
     Raises:
         CassetteFormatError: no cassette header, a format version this code does not
-            read (a newer one), or a line that is not a record (``.line`` names it).
+            read (a newer one), or a line that is not a record anywhere but at the end
+            (``.line`` names it); also a last line that is JSON but not a record (a
+            crash cannot write that).
         OSError: the file cannot be read.
     """
     target = Path(path)
-    try:
-        text = target.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CassetteFormatError(f"{target}: not UTF-8 text ({exc.reason})") from None
-    return attrs.evolve(parse_cassette(text, where=str(target)), path=target)
+    where = str(target)
+    with target.open("rb") as f:
+        header = f.readline()
+        if not header:
+            raise _bad(where, 1, f"empty file; a cassette starts with the line {HEADER_LINE}")
+        version = _check_header(header.removesuffix(b"\n"), where)
+        lines = JsonLines(f, where, skip_blank=True)
+        try:
+            records = [_parse_record(data, where, number) for number, data in lines]
+        except TranscriptFormatError as exc:  # a line that is not JSON text
+            raise CassetteFormatError(str(exc), line=exc.line, path=exc.path) from None
+    records.sort(key=lambda r: r.index)
+    return Cassette(
+        records=tuple(records),
+        version=version,
+        path=target,
+        torn_line=lines.torn_line,
+        torn_reason=lines.torn_reason,
+    )
 
 
 def write_records(path: Path, records: Iterable[CassetteRecord], *, truncate: bool) -> None:
     """Append ``records`` to ``path`` (one ``write`` each); with ``truncate`` start anew
-    with the header. Blocks (file I/O; a few kilobytes, no fsync)."""
+    with the header. Blocks (file I/O; a few kilobytes, no fsync).
+
+    A record that cannot be written whole (a full disk) is cut back off, so that the
+    file holds whole lines only, and the ``OSError`` is raised; the records before it
+    stay.
+    """
+    lines = [record_line(record).encode() for record in records]
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
     fd = os.open(path, flags, 0o644)
     try:
         if truncate:
-            os.write(fd, (HEADER_LINE + "\n").encode())
-        for record in records:
-            data = record_line(record).encode()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, (HEADER_LINE + "\n").encode())
+        for data in lines:
+            size = os.fstat(fd).st_size
+            try:
+                write_all(fd, data)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
     finally:
         os.close(fd)

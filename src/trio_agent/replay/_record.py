@@ -19,7 +19,7 @@ from ._cassette import (
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import AsyncIterable, AsyncIterator
+    from collections.abc import AsyncIterable, AsyncIterator, Callable
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
@@ -40,14 +40,22 @@ class RecordingModel:
     Replay it with :class:`ReplayModel`.
 
     Entering a stream is a checkpoint. A cassette that cannot be written makes the
-    stream raise ``OSError`` on entry (the loop reports it as the model's error); a
-    record that cannot be written when its stream ends raises from the stream's exit,
-    and every later stream raises on entry, so no gap in the cassette goes unnoticed.
+    stream raise ``OSError`` on entry (the loop reports it as the model's error, and the
+    run ends with reason ``error``). A record that cannot be written (a full disk) is cut
+    back off the file, so the cassette keeps whole records only, and raises
+    ``OSError``: for a reply that ends with ``Done`` or ``Error`` it is written when
+    that event arrives, before it is handed on, so the reply itself fails (the run ends
+    with ``error``, never with a ``stop`` whose record is missing); for any other ending
+    it raises from the stream's exit. Every later stream then raises on entry, so no
+    gap in the cassette goes unnoticed.
 
-    The write is one short synchronous append (no fsync) in ``__aexit__``, so a record
-    is written whatever ended the stream, a cancellation included; a process killed
-    mid-stream loses that stream's record only. Secrets in ``options.extra`` are
-    redacted (see the cassette format); the request holds no API key.
+    Each write is one short synchronous append (no fsync): at the reply's ``Done`` or
+    ``Error``, else in ``__aexit__``, so a record is written whatever ended the stream,
+    a cancellation included (events a malformed stream sends after its ``Done`` or
+    ``Error`` are not recorded: no consumer reads them). A process killed in the middle
+    of a write leaves a torn last line, which :func:`load_cassette` leaves out and
+    reports. Secrets in ``options.extra`` are redacted (see the cassette format); the
+    request holds no API key.
 
     Args:
         model: the model to record (a provider, or any :class:`~trio_agent.Model`).
@@ -63,7 +71,7 @@ class RecordingModel:
         self.records: list[CassetteRecord] = []
         self._next = 0
         self._started = False
-        self._broken: OSError | None = None
+        self._broken: Exception | None = None
 
     def stream(self, request: ModelRequest) -> _RecordingStream:
         index = self._next
@@ -73,25 +81,24 @@ class RecordingModel:
     def _check(self) -> None:
         """Start the cassette on the first stream; refuse every stream once a write failed.
 
-        A record that could not be written when its stream ended (the loop may not
-        report an error raised after the reply was complete) fails the next request.
+        A record that could not be written failed its own stream; every later request
+        fails too, so the cassette has no silent gap.
         """
         if self._broken is not None:
             raise OSError(f"the cassette {self.path} cannot be written: {self._broken}")
         if not self._started:
             self._write(None)
 
-    def _write(self, record: CassetteRecord | None) -> None:
+    def _write(self, build: Callable[[], CassetteRecord] | None) -> None:
+        """Write the header (first time) and the record ``build()`` makes (if any)."""
         try:
-            write_records(
-                self.path, () if record is None else (record,), truncate=not self._started
-            )
-        except OSError as exc:
+            records = () if build is None else (build(),)
+            write_records(self.path, records, truncate=not self._started)
+        except Exception as exc:  # a full disk, or a request that is not JSON data
             self._broken = exc
             raise
         self._started = True
-        if record is not None:
-            self.records.append(record)
+        self.records.extend(records)
 
 
 class _RecordingStream:
@@ -102,6 +109,7 @@ class _RecordingStream:
         self._events: list[RecordedEvent] = []
         self._t0 = 0.0
         self._end: EndKind | None = None
+        self._recorded = False
         self._error: BaseException | None = None
         self._cm: AbstractAsyncContextManager[AsyncIterable[ev.AssistantEvent]] | None = None
         self._it: AsyncIterator[ev.AssistantEvent] | None = None
@@ -145,10 +153,12 @@ class _RecordingStream:
             self._note(exc)
             raise
         self._events.append(RecordedEvent(at=trio.current_time() - self._t0, event=event))
-        if self._end is None and type(event) is ev.Done:
-            self._end = "done"
-        elif self._end is None and type(event) is ev.Error:
-            self._end = "error"
+        if self._end is None and (type(event) is ev.Done or type(event) is ev.Error):
+            self._end = "done" if type(event) is ev.Done else "error"
+            # Written before the consumer sees the reply's end: a record that cannot be
+            # written fails the reply (the loop ends the run with an error) instead of
+            # an error from the exit that a consumer holding a finished reply ignores.
+            self._record()
         return event
 
     async def __aexit__(
@@ -171,13 +181,16 @@ class _RecordingStream:
             self._record()
 
     def _record(self) -> None:
+        if self._recorded:
+            return
+        self._recorded = True
         now = trio.current_time() - self._t0
         kind: EndKind = self._end or "left"
         error: dict[str, Any] = {}
         if kind == "raised" and self._error is not None:
             error = {"error_type": type(self._error).__name__, "error_message": str(self._error)}
         self._owner._write(
-            CassetteRecord(
+            lambda: CassetteRecord(
                 index=self._index,
                 digest=request_digest(self._request),
                 request=self._request,

@@ -31,6 +31,7 @@ from ._replay import ReplayModel
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from .._config import BeforeToolCallContext, BeforeToolCallResult, MaybeAwaitable
     from .._tools import Tool
     from ._cassette import Cassette
     from ._replay import Timing
@@ -85,6 +86,9 @@ async def replay_session(
     *,
     timing: Timing = "none",
     on_event: Callable[[ev.AgentEvent], object] | None = None,
+    before_tool_call: (
+        Callable[[BeforeToolCallContext], MaybeAwaitable[BeforeToolCallResult | None]] | None
+    ) = None,
 ) -> SessionReplay:
     """Re-run the session recorded in ``cassette`` through the loop and ``tools``.
 
@@ -93,6 +97,11 @@ async def replay_session(
     event of every run, in order. Strict matching: the first request that differs
     from the recorded one ends the replay, and the divergence names it and its
     differing fields.
+
+    The tool calls come from the cassette, that is from whoever wrote it: give
+    ``before_tool_call`` (the loop's hook, see :class:`~trio_agent.LoopConfig`) to
+    approve or block each call before it runs. A blocked call's result is not the
+    recorded one, so the replay diverges at the next request.
 
     Blocks until the session is replayed (tools run for real); a checkpoint. On
     cancel, the run in progress cleans up as the loop does, and ``Cancelled``
@@ -132,6 +141,7 @@ async def replay_session(
     model = ReplayModel(cassette, timing=timing, on_cancel_point=on_cancel_point)
     config = LoopConfig(
         model_options=first.options,
+        before_tool_call=before_tool_call,
         get_steering_messages=next_messages,
         get_follow_up_messages=next_messages,
     )
