@@ -298,8 +298,8 @@ class JsonlTranscript:
     arriving before or during the write takes effect after it (a run counts a sink call
     that a cancel interrupted as delivered, and never makes it again).
 
-    Args:
-        path: the transcript file.
+    Attributes:
+        path: the transcript file (a ``str`` is converted to a ``Path``).
         fsync: ``True`` (default): fsync after every line — survives a power loss.
             ``"turn"``: fsync once per turn (at ``TurnEnd`` and ``AgentEnd``) and on
             close — a batch of N results costs one fsync, and a power loss may lose the
