@@ -159,7 +159,7 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
     Lines are numbered from 1, the header being line 1. The last line is kept when it
     reads as a message, with or without its final newline; when it is not UTF-8 JSON
     text it is *torn* (a crash cut it): it is dropped and reported in
-    :attr:`LoadedTranscript.torn_line`.
+    ``torn_line`` of the :class:`LoadedTranscript`.
 
     Raises:
         TranscriptFormatError: an empty file, a missing or unknown header or version, or
