@@ -201,3 +201,25 @@ def test_the_site_holds_every_page() -> None:
     pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
     in_nav = set(re.findall(r"^\s+- (?:[^:\n]+: )?([\w/]+\.md)$", MKDOCS, re.M))
     assert pages == in_nav
+
+
+def test_events_page_lists_every_end_reason_and_outcome() -> None:
+    import typing
+
+    import trio_agent
+
+    text = (ROOT / "docs" / "events.md").read_text(encoding="utf-8")
+    for reason in typing.get_args(trio_agent.EndReason):
+        assert f"| `{reason}` |" in text, reason
+    for outcome in typing.get_args(trio_agent.ToolOutcome):
+        assert f"`{outcome}`" in text, outcome
+
+
+@pytest.mark.parametrize("page", DOCS, ids=[p.name for p in DOCS])
+def test_pages_name_only_public_api(page: Path) -> None:
+    """A guide page never sends users to a private name (``trio_agent._serde...``,
+    ``_pairing``...): what they need is public, in the API reference."""
+    text = page.read_text(encoding="utf-8")
+    spans = re.findall(r"`([^`\n]+)`", text)
+    private = [s for s in spans if re.search(r"(^|[.\s(])_[a-z]", s) and "/" not in s]
+    assert private == []
