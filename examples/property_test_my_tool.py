@@ -2,7 +2,7 @@
 paired and the tool answers correctly.
 
 Copy this file as ``test_my_tool.py`` into your tests and run ``pytest``. It needs
-``pip install 'trio-agent[hypothesis]'`` and pytest-trio's trio mode, in ``pytest.ini``::
+``pip install 'trio-agent[testing]'`` and pytest-trio's trio mode, in ``pytest.ini``::
 
     [pytest]
     trio_mode = true

@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 # Read when Ray is imported: without it, Ray binds to the machine's outward address.
 # The tests stay on loopback (asserted in the fixture).
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip(
+    "ray", reason="the Ray tests need the ray extra: pip install -e '.[test,ray]'"
+)
 
 TASKS = 300
 

@@ -1,5 +1,7 @@
 """The package says what it is: ``__version__`` and ``--version`` from its metadata,
-a LICENSE matching pyproject's, project URLs, and a light ``[hypothesis]`` extra."""
+a LICENSE matching pyproject's, project URLs, and extras named for what they are: a light
+``[testing]`` (``[hypothesis]``, its old name, still works), a ``[test]`` with all the
+suite needs but Ray, and ``[docs]`` with lower bounds."""
 
 from __future__ import annotations
 
@@ -58,6 +60,17 @@ def test_license_urls_and_extras() -> None:
     assert project["license"] == "MIT"
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
     assert {"Homepage", "Source", "Issues", "Documentation"} <= set(project["urls"])
-    light = project["optional-dependencies"]["hypothesis"]
-    names = {d.split(">")[0].split("=")[0] for d in light}
+    extras = project["optional-dependencies"]
+    names = {d.split(">")[0].split("=")[0] for d in extras["testing"]}
     assert names == {"hypothesis", "hypothesis-jsonschema", "pytest", "pytest-trio"}
+    assert extras["hypothesis"] == ["trio-agent[testing]"]
+
+
+def test_the_test_extra_holds_the_optional_parts_the_suite_tests_but_ray() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert "trio-agent[testing,mcp,otel]" in extras["test"]
+    assert not any(d.startswith(("ray", "trio-agent[ray")) for d in extras["test"])
+    for requirement in extras["docs"]:
+        assert ">=" in requirement, requirement

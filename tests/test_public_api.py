@@ -89,3 +89,29 @@ def test_strategies_are_the_real_functions(module: str, names: list[str]) -> Non
         assert "args" not in inspect.signature(getattr(kit, name)).parameters
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         getattr(kit, "nope")  # noqa: B009 - the missing name is the point
+
+
+def test_help_opens_with_how_to_use_it() -> None:
+    """``help(trio_agent)`` starts with what a user does — a working example and where to
+    start — and only then maps the private modules."""
+    import ast
+    import textwrap
+
+    import trio_agent
+
+    doc = trio_agent.__doc__
+    assert doc is not None
+    usage, _, layout = doc.partition("\nInside,")
+    assert layout, "no map of the private modules after the usage"
+    assert "``_" not in usage, "the usage part names private modules"
+    example = textwrap.dedent(usage.split("::\n", 1)[1].split("\nStart here", 1)[0])
+    imported = [
+        (node.module, alias.name)
+        for node in ast.walk(ast.parse(example))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trio_agent")
+        for alias in node.names
+    ]
+    assert ("trio_agent", "run_agent_loop") in imported
+    for module, name in imported:
+        assert name in importlib.import_module(module).__all__, (module, name)
+    assert "run_agent_loop(" in example

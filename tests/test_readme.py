@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 BLOCK = re.compile(
     r"(?:<!-- readme-test: (?P<marker>[^\n]*?) -->\n[ \t]*)?```python\n(?P<code>.*?)```", re.S
 )
@@ -203,3 +204,33 @@ def test_the_readme_property_test_passes_as_copied(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def _test_command() -> str:
+    """The shell command under "Run the tests" in the README."""
+    found = re.search(r"Run the tests[^\n]*\n\n```sh\n(.+?)\n```", README.read_text(), re.S)
+    assert found, "the README has no test command"
+    return found.group(1)
+
+
+def test_ci_runs_the_readme_test_command_as_written() -> None:
+    """.ci/run runs the README's test command character for character, before it installs
+    anything else (CI runs in a fresh clone, so the venv is new)."""
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    command = _test_command()
+    assert command in ci
+    before = ci[: ci.index(command)]
+    assert not any("pip install" in line or "venv" in line.split("#")[0] for line in before)
+
+
+def test_the_readme_says_what_ci_adds() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    added = re.findall(r"pip install -q -e '\.\[([\w,-]+)\]'", ci)
+    assert len(added) == 1
+    text = " ".join(README.read_text().split())  # one line, as the paragraph reads
+    said = re.search(r"`\.ci/run` runs exactly that command(.+?)\n?\.\s", text + " ")
+    assert said, "the README does not say what .ci/run adds"
+    for extra in added[0].split(","):
+        assert f"`{extra}`" in said.group(1), extra
+    for step in ("mypy --strict src", "ruff", "flake8-async", "mkdocs build --strict"):
+        assert step in said.group(1), step

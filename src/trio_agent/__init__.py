@@ -1,30 +1,61 @@
 """trio-agent: a trio-native agent loop runtime.
 
-This module only re-exports the public names. Where things live, layer by layer (a module
-imports only from its own layer or the ones before it; ``tests/test_layering.py`` checks):
+A run streams a model's reply, runs the tool calls it asks for concurrently in a trio
+nursery, feeds the results back in the order the calls were declared, and repeats until
+the model is done. However it ends — normally, by an error, by ``abort()``, by a deadline
+or by the caller's cancel scope — every tool call in the transcript has exactly one
+result, right after its assistant message::
 
-- values: ``_util`` (maybe_await, make_result, representative), ``_errors``,
-  ``_messages``, ``_events``, ``_serde`` (JSON), ``_model`` (the model protocol),
-  ``_observer`` (the observer protocol, log lines), ``_tools``, ``_config`` (Context,
-  LoopConfig, hook contexts, AgentRunResult);
-- rules: ``_arguments``, ``_conversion``, ``_tool_decorator`` (``@tool``), ``_policy``
-  (the stop-reason table), ``_blocks`` (what a reply that ends early keeps),
-  ``_call_ids`` (a fresh id for a reused call id);
-- loop: ``_stream`` (one reply), ``_batch`` (one batch of calls: the batch nursery),
-  ``_sink`` (event delivery), ``_run_state`` (one run's state and its synchronous
-  changes), ``_runner`` (the loop that drives it), ``_loop`` (run_agent_loop,
-  open_agent_loop);
-- agent: ``_queues`` (take and put back queued messages), ``_fanout`` (events to the
-  subscribers), ``_agent_state`` (AgentState, read from the live run), ``_agent_run``
-  (one run at a time: begin, the queue polls, the end), ``_agent`` (Agent, open_agent);
-- disk: ``_pairing`` (check_transcript, repair), ``_locked_file`` (flock, durable
-  writes), ``_jsonl`` (JSONL transcripts);
-- edges: ``trio_agent.providers`` (HTTP models), ``trio_agent.tools`` (workspace tools),
-  ``trio_agent.mcp``, ``trio_agent.replay`` (cassettes), ``trio_agent.telemetry``
-  (OpenTelemetry spans);
-- test kit: ``trio_agent.testing``;
-- command line: ``trio_agent.cli`` (``trio-agent``); ``trio_agent._bench``, the benchmark
-  workloads ``trio-agent bench`` runs.
+    import trio
+    from trio_agent import Context, UserMessage, run_agent_loop, tool
+    from trio_agent.providers import OpenAIChat
+
+    @tool
+    async def read(path: str) -> str:
+        '''Read a text file.
+
+        Args:
+            path: the file to read.
+        '''
+        return await trio.Path(path).read_text()
+
+    async def main():
+        result = await run_agent_loop(
+            [UserMessage.text("What is in README.md?")],
+            Context(system_prompt="Be brief.", tools=(read,)),
+            OpenAIChat(model="gpt-5-mini"),   # the key from OPENAI_API_KEY
+        )
+        print(result.reason, result.messages[-1].text)
+
+    trio.run(main)
+
+Start here:
+
+- ``run_agent_loop`` runs one run and returns its ``AgentRunResult``;
+  ``open_agent_loop`` runs it in the background and hands you its events (``AgentRun``).
+- ``open_agent`` opens an ``Agent``: a long-lived session with ``prompt()``, steering
+  and follow-up queues, ``abort()`` and subscriptions.
+- ``Tool`` or ``@tool`` define tools; ``LoopConfig`` holds limits, timeouts and hooks;
+  ``Context`` is what a run starts from.
+- Messages (``UserMessage``, ``AssistantMessage``, ``ToolResultMessage``,
+  ``CustomMessage``) and events (``AgentEvent``, ``AssistantEvent``) are frozen values;
+  ``dumps``/``loads`` and ``JsonlTranscript``/``load_transcript`` keep them on disk,
+  ``check_transcript`` and ``repair`` check and mend the pairing.
+
+Where the rest lives: ``trio_agent.providers`` (OpenAI-compatible and Anthropic HTTP
+models), ``trio_agent.tools`` (read, write, edit, ls, find, grep and bash confined to one
+folder), ``trio_agent.testing`` (``ScriptedModel``, property-test strategies and the run
+invariants), ``trio_agent.replay`` (record a session, replay it offline),
+``trio_agent.mcp`` (tools from MCP servers), ``trio_agent.telemetry`` (OpenTelemetry
+spans), ``trio_agent.fleet`` (thousands of runs, resumable, locally or on Ray); the
+``trio-agent`` command is ``trio_agent.cli``.
+
+Inside, this module only re-exports names from private modules, in layers (each imports
+only from its own layer or those before it): values (``_messages``, ``_events``,
+``_serde``, ``_model``, ``_tools``, ``_config``...), rules (``_arguments``,
+``_conversion``, ``_policy``...), the loop (``_stream``, ``_batch``, ``_runner``,
+``_loop``), the agent (``_queues``, ``_fanout``, ``_agent``...) and files on disk
+(``_pairing``, ``_jsonl``).
 
 ``__version__`` is the installed distribution's version (from its metadata).
 """

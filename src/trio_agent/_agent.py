@@ -81,6 +81,18 @@ class Agent:
 
     Methods that are not ``async`` are not checkpoints and may be called from any task of
     the agent's trio loop; the ``*_from_thread`` variants serve other threads.
+
+    Attributes:
+        model: the model the next run uses.
+        tools: the tools the next run offers (checked when assigned: each a ``Tool``,
+            names unique).
+        system_prompt: the instructions the next run sends.
+        config: the ``LoopConfig`` of the next run. It must not set
+            ``get_steering_messages`` or ``get_follow_up_messages`` (the agent's queues
+            are those polls): assigning one that does raises ``AgentUsageError``.
+        steering_mode: ``"one_at_a_time"`` (default) delivers one queued steering
+            message per poll; ``"all"`` delivers every queued one at once.
+        follow_up_mode: the same for follow-up messages.
     """
 
     model: Model = attrs.field(validator=_check_model)
@@ -414,7 +426,9 @@ async def open_agent(
         config: hooks and limits for every run; it must not set
             ``get_steering_messages``/``get_follow_up_messages`` (the agent's queues
             are those polls).
-        steering_mode / follow_up_mode: ``"one_at_a_time"`` (default) or ``"all"``.
+        steering_mode: ``"one_at_a_time"`` (default) or ``"all"``: how many queued
+            steering messages one poll delivers.
+        follow_up_mode: the same for follow-up messages.
         messages: the transcript to start from (for example a loaded session).
 
     The agent owns every run made through it: leaving the block aborts the active run

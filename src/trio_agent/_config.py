@@ -53,7 +53,14 @@ def _context_messages(value: Any) -> tuple[Message, ...]:
 
 @attrs.frozen(kw_only=True)
 class Context:
-    """What a run starts from. It belongs to the caller and is never mutated."""
+    """What a run starts from. It belongs to the caller and is never mutated.
+
+    A run copies ``messages`` into its own transcript and appends to that copy; the
+    result's ``transcript`` is where it ended.
+
+    Attributes:
+        system_prompt: the instructions sent with every request ("" for none).
+    """
 
     system_prompt: str = attrs.field(default="", validator=is_str)
     messages: tuple[Message, ...] = attrs.field(default=(), converter=_context_messages)
@@ -65,17 +72,44 @@ class Context:
 
 @attrs.frozen(kw_only=True)
 class BeforeToolCallContext:
+    """What ``LoopConfig.before_tool_call`` is given, once per call, before the call runs.
+
+    The hook runs while the batch is prepared, one call at a time in declaration order,
+    after the call was found and its arguments converted and validated. It returns a
+    ``BeforeToolCallResult`` to block the call or replace its arguments, or None to let
+    it run as it is. A hook that raises gives that call an error result (outcome
+    ``error``); the other calls and the run go on.
+
+    Attributes:
+        assistant_message: the reply that declared the call.
+        tool_call: the call, as the model declared it (raw arguments).
+        context: the conversation as it stands: the run's system prompt and tools, and
+            its transcript up to and including ``assistant_message``.
+    """
+
     assistant_message: AssistantMessage
     tool_call: ToolCall
     args: Mapping[str, Any]
-    """The validated arguments."""
+    """The validated arguments, converted to the types the tool's schema asks for."""
     context: Context
 
 
 @attrs.frozen(kw_only=True)
 class BeforeToolCallResult:
-    """``block`` the call (with ``reason``; ``terminate`` as for a result), or replace
-    its arguments with ``args`` (validated again)."""
+    """What ``before_tool_call`` decides for one call; the defaults let it run.
+
+    Attributes:
+        block: refuse the call: it does not run, and its result is an error with
+            ``reason`` (outcome ``blocked``).
+        reason: the text of a blocked call's result (default "Tool execution was
+            blocked"); what the model reads.
+        terminate: with ``block``, the blocked result asks to end the run, as
+            ``ToolOutput.terminate`` does (the run ends ``terminated`` when every result
+            of the batch asks so).
+        args: replacement arguments for the call (when not blocked). They are
+            validated again against the tool's schema; invalid ones give the call an
+            ``invalid_arguments`` error result.
+    """
 
     block: bool = False
     reason: str | None = None
@@ -85,6 +119,25 @@ class BeforeToolCallResult:
 
 @attrs.frozen(kw_only=True)
 class AfterToolCallContext:
+    """What ``LoopConfig.after_tool_call`` is given, once per call whose tool ran.
+
+    The hook runs in the call's own task right after ``execute`` returned or raised —
+    not for calls stopped before they ran, timed out or aborted. It returns an
+    ``AfterToolCallResult`` to replace parts of the result, or None to keep it. A hook
+    that raises makes the call's result an error with its message.
+
+    Attributes:
+        assistant_message: the reply that declared the call.
+        tool_call: the call, as the model declared it.
+        args: the validated arguments the tool ran with.
+        result: what the tool returned (an exception it raised is an error output
+            saying so).
+        is_error: whether that result is an error.
+        context: the conversation as it stood when the batch began: the run's system
+            prompt and tools, and its transcript up to and including
+            ``assistant_message``.
+    """
+
     assistant_message: AssistantMessage
     tool_call: ToolCall
     args: Mapping[str, Any]
@@ -99,6 +152,12 @@ class AfterToolCallResult:
 
     ``details`` must be JSON data, as ``ToolOutput.details``: otherwise the call's result
     is an error saying so (``after_tool_call failed: ...``).
+
+    Attributes:
+        content: the new content: a ``str`` (one text block) or text and image blocks.
+        details: the new details, JSON data for the application.
+        is_error: whether the result is now an error.
+        terminate: whether the result now asks to end the run.
     """
 
     content: str | Sequence[Text | Image] | None = None
@@ -109,6 +168,19 @@ class AfterToolCallResult:
 
 @attrs.frozen(kw_only=True)
 class TurnContext:
+    """What ``prepare_next_turn`` and ``should_stop_after_turn`` are given after a turn.
+
+    Both run after the turn's ``TurnEnd`` when the run goes on (not when the turn's
+    reply ended the run); one that raises ends the run with ``AgentRunError``.
+
+    Attributes:
+        message: the turn's reply.
+        tool_results: the results of its calls, in declaration order.
+        context: the conversation as it stands: system prompt, tools, and the whole
+            transcript so far.
+        new_messages: every message the run has added so far, in order.
+    """
+
     message: AssistantMessage
     tool_results: tuple[ToolResultMessage, ...]
     context: Context
@@ -117,7 +189,14 @@ class TurnContext:
 
 @attrs.frozen(kw_only=True)
 class NextTurn:
-    """What ``prepare_next_turn`` may swap for the rest of the run (``None`` keeps it)."""
+    """What ``prepare_next_turn`` may swap for the rest of the run (``None`` keeps it).
+
+    Attributes:
+        context: a new system prompt, tools and transcript; the run goes on from its
+            ``messages`` (so a hook can trim or summarise the history).
+        model: the model for the next requests.
+        options: the ``ModelOptions`` for the next requests.
+    """
 
     context: Context | None = None
     model: Model | None = None
@@ -145,15 +224,22 @@ class LoopConfig:
         transform_context: runs before ``convert_to_llm``, per request. Both must return
             a sequence of messages: anything else fails the run (``AgentRunError`` naming
             the hook) before the request is sent.
-        before_tool_call / after_tool_call: per-call hooks: before a call runs (may
-            block it with a reason) and after it ran (may replace its result). One that
-            raises, or returns anything but None or its result class, fails that call
-            only (an error result saying so).
-        get_steering_messages / get_follow_up_messages: queue polls. A poll returns
-            what ``prompts`` accepts (a sequence of messages, or one ``str``), or None
-            or an empty sequence for nothing; anything else — or a message holding a
-            value that is not JSON data — fails the run (``AgentRunError`` naming the
-            hook) before any of it enters the transcript.
+        before_tool_call: a per-call hook run before a call runs, given a
+            ``BeforeToolCallContext``; may block the call with a reason or replace its
+            arguments. One that raises, or returns anything but None or a
+            ``BeforeToolCallResult``, fails that call only (an error result saying so).
+        after_tool_call: a per-call hook run after a call's tool ran, given an
+            ``AfterToolCallContext``; may replace parts of its result. One that raises,
+            or returns anything but None or an ``AfterToolCallResult``, fails that call
+            only.
+        get_steering_messages: polled for steering messages after each turn (and
+            before the first); what it returns is appended before the next request. A
+            poll returns what ``prompts`` accepts (a sequence of messages, or one
+            ``str``), or None or an empty sequence for nothing; anything else — or a
+            message holding a value that is not JSON data — fails the run
+            (``AgentRunError`` naming the hook) before any of it enters the transcript.
+        get_follow_up_messages: polled, the same way, when the model has nothing left
+            to answer; messages it returns start another turn instead of ending the run.
         prepare_next_turn: swap context, model or options before the next request
             (returns a ``NextTurn`` or None; anything else fails the run).
         should_stop_after_turn: end the run (reason ``stopped``) after a turn.
@@ -162,14 +248,15 @@ class LoopConfig:
         model_options: passed into each ``ModelRequest``.
         cleanup_timeout: seconds the shielded clean-up after an outer cancel may spend
             delivering its events.
-        max_input_tokens / max_output_tokens: token budgets for one run, checked before
-            each request after the first. The run ends with reason ``usage_limit``
-            (transcript paired, nothing left unanswered) when the next request would go
-            over: for input, when the prompt tokens used so far (input plus cache read
-            and write) plus those of the last request — the least the next one sends,
-            since the transcript only grows — exceed the budget; for output, when the
-            output tokens used so far have reached it. A single request may still go
-            over (the budget is not sent to the model: use ``ModelOptions.max_tokens``).
+        max_input_tokens: a budget of prompt tokens for one run, checked before each
+            request after the first. The run ends with reason ``usage_limit``
+            (transcript paired, nothing left unanswered) when the prompt tokens used so
+            far (input plus cache read and write) plus those of the last request — the
+            least the next one sends, since the transcript only grows — exceed it.
+        max_output_tokens: a budget of output tokens for one run: the run ends with
+            reason ``usage_limit`` before the next request once the output tokens used
+            so far have reached it. A single request may still go over (the budget is
+            not sent to the model: use ``ModelOptions.max_tokens``).
         observer: told about the run, each model request and each tool call (e.g.
             ``trio_agent.telemetry.OpenTelemetry``); None observes nothing.
     """

@@ -50,6 +50,10 @@ class AgentRunError(TrioAgentError):
 
     The run still ended cleanly: the transcript is paired and ``AgentEnd(reason="error")``
     was emitted. ``result`` is that final state; the original exception is ``__cause__``.
+    It is raised on its own, never wrapped in an exception group.
+
+    Attributes:
+        result: the run's ``AgentRunResult`` (reason ``error``), its transcript paired.
     """
 
     def __init__(self, message: str, result: AgentRunResult) -> None:
@@ -72,7 +76,13 @@ class TranscriptFormatError(TrioAgentError, ValueError):
 
 
 class TranscriptError(TrioAgentError, ValueError):
-    """A transcript breaks the pairing invariant; ``violations`` lists every breach."""
+    """A transcript breaks the pairing invariant: a tool call without exactly one result
+    right after its assistant message, in declaration order, or a result without a call.
+
+    Attributes:
+        violations: one readable line per breach, naming the messages by index
+            (``messages[3]: ...``).
+    """
 
     def __init__(self, violations: Sequence[str]) -> None:
         self.violations = tuple(violations)

@@ -49,19 +49,40 @@ __all__ = [
 
 @attrs.frozen(kw_only=True)
 class Start:
-    """The reply begins."""
+    """The reply begins: the first event of a model's stream.
+
+    A stream whose first event is a block event counts as having started anyway.
+
+    Attributes:
+        type: ``"start"``, the tag in JSON.
+    """
 
     type: ClassVar[Literal["start"]] = "start"
 
 
 @attrs.frozen(kw_only=True)
 class TextStart:
+    """A text block opens at position ``index`` of the reply.
+
+    Attributes:
+        type: ``"text_start"``, the tag in JSON.
+        index: the block's position in the reply's ``content`` (0-based).
+    """
+
     type: ClassVar[Literal["text_start"]] = "text_start"
     index: int
 
 
 @attrs.frozen(kw_only=True)
 class TextDelta:
+    """A piece of text for the text block at ``index``; for live display.
+
+    Attributes:
+        type: ``"text_delta"``, the tag in JSON.
+        index: the block's position in the reply's ``content`` (0-based).
+        delta: the text that follows what the block holds so far.
+    """
+
     type: ClassVar[Literal["text_delta"]] = "text_delta"
     index: int
     delta: str
@@ -69,6 +90,14 @@ class TextDelta:
 
 @attrs.frozen(kw_only=True)
 class TextEnd:
+    """The text block at ``index`` is complete.
+
+    Attributes:
+        type: ``"text_end"``, the tag in JSON.
+        index: the block's position in the reply's ``content`` (0-based).
+        text: the whole text of the block.
+    """
+
     type: ClassVar[Literal["text_end"]] = "text_end"
     index: int
     text: str
@@ -76,12 +105,27 @@ class TextEnd:
 
 @attrs.frozen(kw_only=True)
 class ThinkingStart:
+    """A thinking (reasoning) block opens at position ``index`` of the reply.
+
+    Attributes:
+        type: ``"thinking_start"``, the tag in JSON.
+        index: the block's position in the reply's ``content`` (0-based).
+    """
+
     type: ClassVar[Literal["thinking_start"]] = "thinking_start"
     index: int
 
 
 @attrs.frozen(kw_only=True)
 class ThinkingDelta:
+    """A piece of reasoning for the thinking block at ``index``; for live display.
+
+    Attributes:
+        type: ``"thinking_delta"``, the tag in JSON.
+        index: the block's position in the reply's ``content`` (0-based).
+        delta: the reasoning text that follows what the block holds so far.
+    """
+
     type: ClassVar[Literal["thinking_delta"]] = "thinking_delta"
     index: int
     delta: str
@@ -89,6 +133,16 @@ class ThinkingDelta:
 
 @attrs.frozen(kw_only=True)
 class ThinkingEnd:
+    """The thinking block at ``index`` is complete.
+
+    Attributes:
+        type: ``"thinking_end"``, the tag in JSON.
+        index: the block's position in the reply's ``content`` (0-based).
+        thinking: the whole reasoning text of the block.
+        signature: the provider's opaque signature of the block, sent back with it on
+            later requests; None when the provider gives none.
+    """
+
     type: ClassVar[Literal["thinking_end"]] = "thinking_end"
     index: int
     thinking: str
@@ -97,6 +151,16 @@ class ThinkingEnd:
 
 @attrs.frozen(kw_only=True)
 class ToolCallStart:
+    """A tool call opens at position ``index`` of the reply; its arguments follow.
+
+    Attributes:
+        type: ``"toolcall_start"``, the tag in JSON.
+        index: the block's position in the reply's ``content`` (0-based).
+        id: the call id the model gave (the loop may rename a reused one before the
+            reply enters the transcript).
+        name: the name of the tool the model calls.
+    """
+
     type: ClassVar[Literal["toolcall_start"]] = "toolcall_start"
     index: int
     id: str
@@ -105,7 +169,16 @@ class ToolCallStart:
 
 @attrs.frozen(kw_only=True)
 class ToolCallDelta:
-    """A raw fragment of the call's argument JSON."""
+    """A raw fragment of the argument JSON of the tool call at ``index``.
+
+    The fragments joined are the call's arguments as JSON text; a fragment alone is
+    usually not valid JSON.
+
+    Attributes:
+        type: ``"toolcall_delta"``, the tag in JSON.
+        index: the block's position in the reply's ``content`` (0-based).
+        delta: the next piece of the argument JSON.
+    """
 
     type: ClassVar[Literal["toolcall_delta"]] = "toolcall_delta"
     index: int
@@ -114,6 +187,14 @@ class ToolCallDelta:
 
 @attrs.frozen(kw_only=True)
 class ToolCallEnd:
+    """The tool call at ``index`` is complete, its arguments parsed.
+
+    Attributes:
+        type: ``"toolcall_end"``, the tag in JSON.
+        index: the block's position in the reply's ``content`` (0-based).
+        tool_call: the finished call, as it appears in the reply.
+    """
+
     type: ClassVar[Literal["toolcall_end"]] = "toolcall_end"
     index: int
     tool_call: ToolCall
@@ -121,7 +202,14 @@ class ToolCallEnd:
 
 @attrs.frozen(kw_only=True)
 class Done:
-    """The reply ended; ``message`` is the truth (block events are for live display)."""
+    """The reply ended normally: the last event of the stream.
+
+    ``message`` is the truth; the block events before it are for live display.
+
+    Attributes:
+        type: ``"done"``, the tag in JSON.
+        message: the finished reply, with its stop reason and token usage.
+    """
 
     type: ClassVar[Literal["done"]] = "done"
     message: AssistantMessage
@@ -134,6 +222,11 @@ class Error:
     Only finished blocks and text belong in it: a tool call whose arguments never
     finished streaming is left out and named in ``error_message`` (``...; unfinished
     tool call(s) dropped: <name> (<id>)``), as the loop does for a reply it cuts short.
+
+    Attributes:
+        type: ``"error"``, the tag in JSON.
+        message: the partial reply, with stop reason ``error`` or ``aborted`` and
+            ``error_message`` saying what failed.
     """
 
     type: ClassVar[Literal["error"]] = "error"
@@ -154,19 +247,49 @@ AssistantEvent: TypeAlias = (
     | Done
     | Error
 )
+"""What a model's stream yields: ``Start``, block events, then one ``Done`` or ``Error``.
+
+Block events carry the block's ``index`` in the reply; the terminal event's message is
+the truth. A stream that ends without a terminal event is taken as an ``error`` reply.
+"""
 
 # --- loop events ---------------------------------------------------------------------
 
 EndReason: TypeAlias = Literal[
     "stop", "length", "error", "aborted", "max_steps", "stopped", "terminated", "usage_limit"
 ]
-"""Why a run ended (``usage_limit``: ``LoopConfig.max_input_tokens`` or
-``max_output_tokens`` would be exceeded by the next request)."""
+"""Why a run ended, as ``AgentEnd.reason`` and ``AgentRunResult.reason`` give it.
+
+- ``stop``: the model answered without calls and nothing was queued.
+- ``length``: the reply was cut at the model's token limit.
+- ``error``: the model or its transport failed (the reply's ``error_message`` says
+  how), or a hook or event sink raised (then ``AgentRunError`` is raised too).
+- ``aborted``: ``abort()``, or a cancel from outside the run.
+- ``max_steps``: ``LoopConfig.max_steps`` requests were made.
+- ``stopped``: ``LoopConfig.should_stop_after_turn`` returned true.
+- ``terminated``: every result of the last batch asked to end the run.
+- ``usage_limit``: the next request would go over ``LoopConfig.max_input_tokens`` or
+  ``max_output_tokens``.
+
+Whatever the reason, every tool call in the transcript has its result.
+"""
 
 ToolOutcome: TypeAlias = Literal[
     "ok", "error", "not_found", "invalid_arguments", "blocked", "timed_out", "aborted", "skipped"
 ]
-"""How one tool call ended; every outcome but ``ok`` has ``is_error=True``."""
+"""How one tool call ended, as ``ToolExecutionEnd.outcome`` gives it.
+
+- ``ok``: the tool ran and returned (its result may still be an error it returned).
+- ``error``: the tool raised, or a per-call hook failed.
+- ``not_found``: no tool of that name.
+- ``invalid_arguments``: the arguments failed conversion or JSON-Schema validation.
+- ``blocked``: ``before_tool_call`` blocked it.
+- ``timed_out``: it ran past its timeout.
+- ``aborted``: the run was aborted while it waited or ran.
+- ``skipped``: the reply was cut short, or ``interrupt()`` stopped the batch.
+
+Every outcome but ``ok`` has ``is_error=True``.
+"""
 
 
 class _Snapshot(Protocol):
@@ -177,17 +300,43 @@ class _Snapshot(Protocol):
 
 @attrs.frozen(kw_only=True)
 class AgentStart:
+    """A run begins: always its first event, exactly once.
+
+    Attributes:
+        type: ``"agent_start"``, the tag in JSON.
+    """
+
     type: ClassVar[Literal["agent_start"]] = "agent_start"
 
 
 @attrs.frozen(kw_only=True)
 class TurnStart:
+    """A turn begins: its pending messages are appended next, then one model request.
+
+    A turn is one model request and the batch of tool calls its reply asks for.
+
+    Attributes:
+        type: ``"turn_start"``, the tag in JSON.
+        index: the turn's number in the run, from 0.
+    """
+
     type: ClassVar[Literal["turn_start"]] = "turn_start"
     index: int
 
 
 @attrs.frozen(kw_only=True)
 class MessageStart:
+    """A message begins: a user, custom or tool-result message about to enter the
+    transcript, or the model's reply about to stream.
+
+    Each is followed by the message's ``MessageEnd``; a reply's ``MessageUpdate`` events
+    come in between.
+
+    Attributes:
+        type: ``"message_start"``, the tag in JSON.
+        message: the message; for the model's reply, an empty assistant message.
+    """
+
     type: ClassVar[Literal["message_start"]] = "message_start"
     message: Message
 
@@ -198,6 +347,11 @@ class MessageUpdate:
 
     ``message`` is built on first access from an O(1) snapshot, so streaming N deltas
     costs O(total size) however many updates are kept.
+
+    Attributes:
+        type: ``"message_update"``, the tag in JSON.
+        event: the assistant event the model streamed (a ``TextDelta``, a
+            ``ToolCallEnd``...).
     """
 
     type: ClassVar[Literal["message_update"]] = "message_update"
@@ -225,13 +379,35 @@ class MessageUpdate:
 
 @attrs.frozen(kw_only=True)
 class MessageEnd:
+    """A message is finished and has entered the transcript.
+
+    The ``MessageEnd`` events of a run, in order, are exactly its result's
+    ``messages``.
+
+    Attributes:
+        type: ``"message_end"``, the tag in JSON.
+        message: the finished message, as the transcript holds it (a reply that ended
+            early keeps what it had, with stop reason ``aborted`` or ``error``).
+    """
+
     type: ClassVar[Literal["message_end"]] = "message_end"
     message: Message
 
 
 @attrs.frozen(kw_only=True)
 class ToolExecutionStart:
-    """A call enters the batch; ``args`` are the raw arguments the model sent."""
+    """A call enters the batch, before it is looked up or its arguments checked.
+
+    Every call of a reply gets one, in declaration order, also a call that is then
+    refused (unknown tool, invalid arguments, blocked) or skipped; its
+    ``ToolExecutionEnd`` follows later.
+
+    Attributes:
+        type: ``"tool_execution_start"``, the tag in JSON.
+        call_id: the call's id (the one in the transcript).
+        tool_name: the name the model called.
+        args: the raw arguments the model sent, before conversion and validation.
+    """
 
     type: ClassVar[Literal["tool_execution_start"]] = "tool_execution_start"
     call_id: str
@@ -241,6 +417,18 @@ class ToolExecutionStart:
 
 @attrs.frozen(kw_only=True)
 class ToolExecutionUpdate:
+    """Progress of a running call: what its tool passed to ``ToolContext.report_progress``.
+
+    A call's updates come in the order they were reported, after its
+    ``ToolExecutionStart`` and never after its ``ToolExecutionEnd``.
+
+    Attributes:
+        type: ``"tool_execution_update"``, the tag in JSON.
+        call_id: the call's id.
+        tool_name: the name of the tool.
+        partial: the value the tool reported, as it gave it.
+    """
+
     type: ClassVar[Literal["tool_execution_update"]] = "tool_execution_update"
     call_id: str
     tool_name: str
@@ -249,6 +437,22 @@ class ToolExecutionUpdate:
 
 @attrs.frozen(kw_only=True)
 class ToolExecutionEnd:
+    """A call has its result: exactly one per ``ToolExecutionStart``.
+
+    In a parallel batch these come in completion order; the result messages enter the
+    transcript afterwards, in declaration order. A call cancelled by an abort or an
+    interrupt gets one too, with outcome ``aborted`` or ``skipped``.
+
+    Attributes:
+        type: ``"tool_execution_end"``, the tag in JSON.
+        call_id: the call's id.
+        tool_name: the name the model called.
+        result: the call's result message, as it will enter the transcript.
+        is_error: whether the result is an error (true for every outcome but ``ok``,
+            and for an ``ok`` call whose tool returned an error result).
+        outcome: how the call ended (see ``ToolOutcome``).
+    """
+
     type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
     call_id: str
     tool_name: str
@@ -259,7 +463,14 @@ class ToolExecutionEnd:
 
 @attrs.frozen(kw_only=True)
 class CallTiming:
-    """When one call of a batch ran, on the trio clock (seconds)."""
+    """When one call of a batch ran, on the trio clock (seconds).
+
+    Attributes:
+        call_id: the call's id.
+        tool_name: the name of the tool.
+        start: when the call began running (after any wait for a slot).
+        end: when it finished.
+    """
 
     call_id: str
     tool_name: str
@@ -270,12 +481,20 @@ class CallTiming:
 
     @property
     def duration(self) -> float:
+        """``end - start``: how long the call ran, in seconds."""
         return self.end - self.start
 
 
 @attrs.frozen(kw_only=True)
 class TurnStats:
-    """Statistics of one tool batch (all times in seconds, on the trio clock)."""
+    """Statistics of one tool batch (all times in seconds, on the trio clock).
+
+    Attributes:
+        wall_time: from the batch's start to its end.
+        peak_concurrency: the most calls running at once.
+        calls: one ``CallTiming`` per call that ran to its end, in declaration order
+            (calls refused before running, or cancelled, have none).
+    """
 
     wall_time: float = 0.0
     critical_path: float = 0.0
@@ -294,7 +513,15 @@ NO_STATS = TurnStats()
 
 @attrs.frozen(kw_only=True)
 class TurnEnd:
-    """A turn ended. ``message`` is None only if the turn was aborted before its request."""
+    """A turn ended: its reply is in and every call of its batch has its result.
+
+    Attributes:
+        type: ``"turn_end"``, the tag in JSON.
+        message: the turn's reply; None only if the turn was aborted before its request.
+        tool_results: the batch's results, in declaration order (empty when the reply
+            asked for no call).
+        stats: the batch's statistics (zeros when no batch ran).
+    """
 
     type: ClassVar[Literal["turn_end"]] = "turn_end"
     message: AssistantMessage | None
@@ -304,7 +531,18 @@ class TurnEnd:
 
 @attrs.frozen(kw_only=True)
 class AgentEnd:
-    """The run ended: always the last event, exactly once."""
+    """The run ended: always the last event, exactly once, however the run ended.
+
+    It is emitted also when the run fails (reason ``error``, then ``AgentRunError`` is
+    raised) or is cancelled from outside (reason ``aborted``, delivered if the consumer
+    takes it within ``LoopConfig.cleanup_timeout``). When it is emitted every tool call in
+    the transcript has its result.
+
+    Attributes:
+        type: ``"agent_end"``, the tag in JSON.
+        reason: why the run ended (see ``EndReason``).
+        messages: the messages the run added to the transcript, in order.
+    """
 
     type: ClassVar[Literal["agent_end"]] = "agent_end"
     reason: EndReason
@@ -323,3 +561,8 @@ AgentEvent: TypeAlias = (
     | TurnEnd
     | AgentEnd
 )
+"""What a run reports: one of the loop event classes, each with its ``type`` tag.
+
+A run emits ``AgentStart`` first and ``AgentEnd`` last, exactly once each; see the
+events page of the guide for the full order.
+"""

@@ -228,7 +228,7 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
     Lines are numbered from 1, the header being line 1. The last line is kept when it
     reads as a message, with or without its final newline; when it is not UTF-8 JSON
     text it is *torn* (a crash cut it): it is dropped and reported in
-    :attr:`LoadedTranscript.torn_line`.
+    ``torn_line`` of the :class:`LoadedTranscript`.
 
     Raises:
         TranscriptFormatError: an empty file, a missing or unknown header or version, or
@@ -352,8 +352,8 @@ class JsonlTranscript:
     arriving before or during the write takes effect after it (a run counts a sink call
     that a cancel interrupted as delivered, and never makes it again).
 
-    Args:
-        path: the transcript file.
+    Attributes:
+        path: the transcript file (a ``str`` is converted to a ``Path``).
         fsync: ``True`` (default): fsync after every line — survives a power loss.
             ``"turn"``: fsync once per turn (at ``TurnEnd`` and ``AgentEnd``) and on
             close — a batch of N results costs one fsync, and a power loss may lose the

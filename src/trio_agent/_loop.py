@@ -94,10 +94,22 @@ async def run_agent_loop(
 @final
 @attrs.define(eq=False)
 class AgentRun:
-    """A run started by :func:`open_agent_loop`.
+    """A run started by :func:`open_agent_loop`: its events, its state, and its controls.
+
+    Read ``events`` to follow the run; ``abort()`` and ``interrupt()`` steer it from any
+    task of its trio loop. ``result``, ``messages`` and ``steps`` can be read at any time,
+    also after the ``async with`` block was left — by an exception, an abort or a cancel
+    from outside: the transcript they show is then paired (every tool call has its
+    result).
 
     Attributes:
-        events: the run's events; closes after ``AgentEnd``.
+        events: the run's events (a trio memory channel, ``buffer`` events deep); it
+            closes after ``AgentEnd``. Closing it early aborts the run.
+        result: the run's ``AgentRunResult`` once it ended (reason ``aborted`` after a
+            cancel from outside); None while it runs.
+        messages: the messages the run has appended so far, in order (all of them,
+            once it ended); read at any time.
+        steps: the number of model requests made so far.
     """
 
     events: trio.MemoryReceiveChannel[ev.AgentEvent]

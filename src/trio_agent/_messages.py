@@ -30,7 +30,17 @@ __all__ = [
 ]
 
 StopReason: TypeAlias = Literal["stop", "length", "tool_use", "error", "aborted"]
-"""Why the model stopped producing one assistant message."""
+"""Why the model stopped producing one assistant message (``AssistantMessage.stop_reason``).
+
+- ``stop``: the model finished its answer.
+- ``length``: it hit its output token limit (the reply is cut short).
+- ``tool_use``: it asks for the tool calls in its content.
+- ``error``: the model or its transport failed; ``error_message`` says how.
+- ``aborted``: the run was aborted or interrupted while the reply streamed.
+
+A reply ending ``length``, ``error`` or ``aborted`` keeps the content it had, and any tool
+call in it gets a *skipped* result instead of running.
+"""
 
 
 def _now() -> float:
@@ -43,7 +53,14 @@ def _tuple(value: Any) -> tuple[Any, ...]:
 
 @attrs.frozen(kw_only=True)
 class Text:
-    """A piece of text; ``signature`` is an opaque provider token, kept as is."""
+    """A piece of text, in any message.
+
+    Attributes:
+        type: ``"text"``, the tag in JSON.
+        text: the text.
+        signature: an opaque provider token, kept as is and sent back with the block;
+            None when there is none.
+    """
 
     type: ClassVar[Literal["text"]] = "text"
     text: str
@@ -52,7 +69,15 @@ class Text:
 
 @attrs.frozen(kw_only=True)
 class Thinking:
-    """The model's reasoning; ``redacted`` thinking holds opaque provider data."""
+    """The model's reasoning, in an assistant message.
+
+    Attributes:
+        type: ``"thinking"``, the tag in JSON.
+        thinking: the reasoning text (opaque provider data when ``redacted``).
+        signature: the provider's opaque signature of the block, sent back with it;
+            None when there is none.
+        redacted: whether the provider withheld the reasoning, leaving only opaque data.
+    """
 
     type: ClassVar[Literal["thinking"]] = "thinking"
     thinking: str
@@ -62,7 +87,13 @@ class Thinking:
 
 @attrs.frozen(kw_only=True)
 class Image:
-    """An image: base64 ``data`` with its ``mime_type`` (like ``image/png``)."""
+    """An image, in a user or tool-result message.
+
+    Attributes:
+        type: ``"image"``, the tag in JSON.
+        data: the image file's bytes, base64-encoded.
+        mime_type: its media type, like ``image/png``.
+    """
 
     type: ClassVar[Literal["image"]] = "image"
     data: str
@@ -71,7 +102,18 @@ class Image:
 
 @attrs.frozen(kw_only=True)
 class ToolCall:
-    """A tool call the model declared; ``arguments`` is a JSON object. Don't mutate it."""
+    """A tool call the model declared, in an assistant message.
+
+    Its result is the ``ToolResultMessage`` with the same id, which the loop places
+    right after the assistant message, in declaration order.
+
+    Attributes:
+        type: ``"tool_call"``, the tag in JSON.
+        id: the call's id, unique in the transcript (the loop renames an id the model
+            reused: ``call_0`` becomes ``call_0~2``).
+        name: the name of the tool to call.
+        arguments: the arguments, a JSON object as the model sent it. Don't mutate it.
+    """
 
     type: ClassVar[Literal["tool_call"]] = "tool_call"
     id: str
@@ -80,11 +122,21 @@ class ToolCall:
 
 
 ContentBlock: TypeAlias = Text | Thinking | Image | ToolCall
+"""Any content block; each message class says which it may hold."""
 
 
 @attrs.frozen(kw_only=True)
 class Usage:
-    """Token counts of one reply. ``input_tokens`` excludes cached prompt tokens."""
+    """Token counts of one reply (or, summed with ``+``, of several).
+
+    Counts are what the provider reported; a provider that reports none leaves zeros.
+
+    Attributes:
+        input_tokens: prompt tokens read without the cache (cached ones excluded).
+        output_tokens: tokens the model produced.
+        cache_read_tokens: prompt tokens read from the provider's prompt cache.
+        cache_write_tokens: prompt tokens written to the provider's prompt cache.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -148,7 +200,13 @@ NO_USAGE = Usage()
 
 @attrs.frozen(kw_only=True)
 class UserMessage:
-    """What the user (or the application on their behalf) said."""
+    """What the user (or the application on their behalf) said.
+
+    Attributes:
+        role: ``"user"``, the tag in JSON.
+        content: the text and image blocks (a list is converted to a tuple).
+        timestamp: when the message was made (seconds since the epoch).
+    """
 
     role: ClassVar[Literal["user"]] = "user"
     content: tuple[Text | Image, ...] = attrs.field(converter=_tuple)
@@ -164,7 +222,20 @@ class UserMessage:
 
 @attrs.frozen(kw_only=True)
 class AssistantMessage:
-    """One finished (or, in a ``MessageUpdate``, partial) reply of the model."""
+    """One finished (or, in a ``MessageUpdate``, partial) reply of the model.
+
+    Attributes:
+        role: ``"assistant"``, the tag in JSON.
+        content: the text, thinking and tool-call blocks, in the order streamed.
+        stop_reason: why the model stopped (see ``StopReason``).
+        usage: the tokens this reply cost, as the provider reported them.
+        model: the model that answered, as the provider names it ("" if unknown).
+        provider: the provider that served it (``openai``, ``anthropic``...; "" if
+            unknown).
+        error_message: what failed, when ``stop_reason`` is ``error`` or ``aborted``;
+            None otherwise.
+        timestamp: when the reply was made (seconds since the epoch).
+    """
 
     role: ClassVar[Literal["assistant"]] = "assistant"
     content: tuple[Text | Thinking | ToolCall, ...] = attrs.field(converter=_tuple)
@@ -188,7 +259,18 @@ class AssistantMessage:
 
 @attrs.frozen(kw_only=True)
 class ToolResultMessage:
-    """The result of one tool call, paired with it by ``tool_call_id``."""
+    """The result of one tool call, paired with it by ``tool_call_id``.
+
+    Attributes:
+        role: ``"tool_result"``, the tag in JSON.
+        tool_call_id: the id of the ``ToolCall`` this answers.
+        tool_name: the name of the tool that was called.
+        content: what the model reads: text and image blocks.
+        details: JSON data for the application (never sent to the model); None if
+            the tool gave none.
+        is_error: whether the call failed; the model sees the content either way.
+        timestamp: when the result was made (seconds since the epoch).
+    """
 
     role: ClassVar[Literal["tool_result"]] = "tool_result"
     tool_call_id: str
@@ -209,7 +291,15 @@ class CustomMessage:
     """An application's own entry in the transcript (a note, a UI marker...).
 
     Never sent to the model unless ``LoopConfig.convert_to_llm`` turns it into a message
-    the model understands. ``content`` and ``details`` must be JSON values.
+    the model understands. ``content`` and ``details`` must be JSON values: anything else
+    is refused where the message enters a run (``TypeError``).
+
+    Attributes:
+        role: ``"custom"``, the tag in JSON.
+        kind: what sort of entry this is, the application's name for it.
+        content: the entry's JSON data.
+        details: more JSON data, for the application.
+        timestamp: when the message was made (seconds since the epoch).
     """
 
     role: ClassVar[Literal["custom"]] = "custom"
@@ -220,6 +310,7 @@ class CustomMessage:
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | CustomMessage
+"""Any message of a transcript, told apart by its ``role``."""
 
 
 MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)

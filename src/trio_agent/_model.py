@@ -19,7 +19,17 @@ __all__ = ["Model", "ModelOptions", "ModelRequest", "ToolSpec"]
 
 @attrs.frozen(kw_only=True)
 class ModelOptions:
-    """Per-request options passed through to the model (``None`` = the model's default)."""
+    """Per-request options passed through to the model (``None`` = the model's default).
+
+    Attributes:
+        model: the model name to ask for, overriding the one the model object was made
+            with.
+        reasoning: how much the model should reason (``"low"``, ``"medium"``,
+            ``"high"``...), for models that support it; ``"off"`` sends nothing.
+        max_tokens: the most output tokens of one reply.
+        temperature: the sampling temperature.
+        extra: more fields for the provider, merged into the request body as they are.
+    """
 
     model: str | None = None
     reasoning: str | None = None
@@ -30,7 +40,13 @@ class ModelOptions:
 
 @attrs.frozen(kw_only=True)
 class ToolSpec:
-    """What the model is told about a tool: its name, description and JSON Schema."""
+    """What the model is told about a tool: its name, description and JSON Schema.
+
+    Attributes:
+        name: the tool's name, as the model calls it.
+        description: what the tool does, for the model.
+        parameters: the JSON Schema of its arguments.
+    """
 
     name: str
     description: str
@@ -39,7 +55,16 @@ class ToolSpec:
 
 @attrs.frozen(kw_only=True)
 class ModelRequest:
-    """One request to a model. ``messages`` are already converted for the model."""
+    """One request to a model. ``messages`` are already converted for the model.
+
+    Attributes:
+        system_prompt: the instructions ("" for none).
+        messages: the transcript as the model should see it (after
+            ``transform_context`` and ``convert_to_llm``); every tool call in it has its
+            result.
+        tools: the tools the model may call.
+        options: the request's options.
+    """
 
     system_prompt: str
     messages: tuple[Message, ...]
@@ -65,7 +90,14 @@ class Model(Protocol):
 
     def stream(
         self, request: ModelRequest
-    ) -> AbstractAsyncContextManager[AsyncIterable[AssistantEvent]]: ...
+    ) -> AbstractAsyncContextManager[AsyncIterable[AssistantEvent]]:
+        """Stream the reply to ``request``.
+
+        Returns:
+            An async context manager whose value is an async iterable of assistant
+            events. Leaving it, early or not, must stop whatever produces them.
+        """
+        ...
 
 
 def check_model(model: object, what: str = "model") -> None:

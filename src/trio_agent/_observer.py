@@ -63,6 +63,12 @@ class _Activatable(Protocol):
 
 
 class RunObservation(_Activatable, Protocol):
+    """One run being observed: what ``Observer.start_run`` returns.
+
+    The loop activates it in the run's task while the run works and ends it exactly
+    once, also when the run is cancelled from outside or fails.
+    """
+
     def end(
         self,
         *,
@@ -77,6 +83,12 @@ class RunObservation(_Activatable, Protocol):
 
 
 class RequestObservation(_Activatable, Protocol):
+    """One model request being observed: what ``Observer.start_request`` returns.
+
+    The loop activates it in the run's task around the request, calls ``first_chunk``
+    at most once, and ends it exactly once when the stream closes.
+    """
+
     def first_chunk(self) -> None:
         """The model's first event arrived."""
         ...
@@ -89,6 +101,12 @@ class RequestObservation(_Activatable, Protocol):
 
 
 class CallObservation(_Activatable, Protocol):
+    """One tool call being observed: what ``Observer.start_tool_call`` returns.
+
+    The loop activates it in the call's own task while the tool runs, and ends it
+    exactly once when the call has its result (whatever the outcome).
+    """
+
     def end(
         self,
         *,

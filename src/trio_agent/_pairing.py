@@ -128,7 +128,11 @@ def check_transcript(messages: Sequence[Message]) -> None:
 
     Checks: a call without a result, two results for one call, a result for no call, a
     result out of declaration order or not directly after its assistant message, and
-    duplicate call ids.
+    duplicate call ids. Returns None when the transcript is paired; the error's
+    ``violations`` list the breaches one line each, naming messages by index.
+
+    Raises:
+        TranscriptError: the transcript breaks the invariant.
     """
     problems = transcript_violations(messages)
     if problems:
@@ -163,7 +167,7 @@ def repair(messages: Sequence[Message], *, timestamp: float | None = None) -> tu
     results right after its assistant message, in declaration order among the results
     already there. Nothing else is changed: other breaches of the pairing invariant (a
     result in the wrong place, a second result, duplicate call ids) stay, and
-    :func:`transcript_violations` still lists them. A paired transcript comes back equal.
+    :func:`check_transcript` still reports them. A paired transcript comes back equal.
 
     Args:
         messages: the transcript.

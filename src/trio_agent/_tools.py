@@ -39,17 +39,23 @@ class ToolOutput:
 
 @attrs.define(eq=False)
 class ToolContext:
-    """Given to ``Tool.execute``: who is calling, and a way to report progress."""
+    """Given to ``Tool.execute``: who is calling, and a way to report progress.
+
+    Attributes:
+        call: the call being executed, as the model declared it (raw arguments).
+    """
 
     call: ToolCall
     _report: Callable[[Any], Awaitable[None]] = attrs.field(alias="report", repr=False)
 
     @property
     def call_id(self) -> str:
+        """The call's id (``call.id``)."""
         return self.call.id
 
     @property
     def tool_name(self) -> str:
+        """The called tool's name (``call.name``)."""
         return self.call.name
 
     async def report_progress(self, partial: Any) -> None:

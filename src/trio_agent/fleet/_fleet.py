@@ -59,11 +59,16 @@ class Backend(Protocol):
 class LocalBackend:
     """Run the tasks in the caller's trio loop: one nursery, at most ``concurrency``
     runs at once (a ``CapacityLimiter``); tasks are taken from the iterator only as
-    slots free up, so a million tasks never sit in memory as trio tasks."""
+    slots free up, so a million tasks never sit in memory as trio tasks.
+
+    Attributes:
+        concurrency: the most runs at once (default 64).
+    """
 
     concurrency: int = attrs.field(default=64, validator=attrs.validators.ge(1))
 
     async def run(self, tasks: Iterator[FleetTask], job: Job, recorder: Recorder) -> None:
+        """Run every task (the ``Backend`` protocol; ``run_fleet`` calls it)."""
         factory = resolve_factory(job.factory)
         limiter = trio.CapacityLimiter(self.concurrency)
         counters = recorder.counters
@@ -112,6 +117,7 @@ class FleetSummary:
 
     @property
     def results_path(self) -> Path:
+        """``out/results.jsonl``: one line per finished task."""
         return self.out / RESULTS_FILE
 
 

@@ -146,6 +146,7 @@ class TaskResult:
         return self.reason in (FAILED, "error")
 
     def to_json(self) -> dict[str, Any]:
+        """The result as a ``results.jsonl`` line holds it (JSON data)."""
         return {
             "id": self.id,
             "reason": self.reason,
@@ -159,6 +160,11 @@ class TaskResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TaskResult:
+        """The result a ``results.jsonl`` line holds (``to_json``'s inverse).
+
+        Raises:
+            KeyError: a field is missing.
+        """
         return cls(
             id=data["id"],
             reason=data["reason"],

@@ -46,18 +46,25 @@ def _check_prefix(_instance: object, _attribute: object, prefix: str | None) -> 
 
 @attrs.frozen(kw_only=True)
 class _Common:
-    """What every server description has (see :class:`StdioServer` for the meaning)."""
+    """What every server description has."""
 
     name: str | None = None
+    """How messages name the server (None: the prefix, or the command line or URL)."""
     prefix: str | None = attrs.field(default=None, validator=_check_prefix)
+    """The server's tools are named ``{prefix}__{name}``; None keeps their names."""
     allow: frozenset[str] | None = attrs.field(default=None, converter=_names)
+    """Only these tools (the server's names, before the prefix); None for all."""
     block: frozenset[str] | None = attrs.field(default=None, converter=_names)
+    """Never these tools (the server's names); None blocks none."""
     call_timeout: float | None = attrs.field(
         default=DEFAULT_CALL_TIMEOUT, validator=seconds(optional=True)
     )
+    """Seconds a call may wait for the server's answer before its result is an error
+    naming the server (None: no bound)."""
     start_timeout: float = attrs.field(
         default=DEFAULT_START_TIMEOUT, validator=seconds(optional=False)
     )
+    """Seconds to start the server and list its tools."""
 
 
 def _errlog(
@@ -219,3 +226,4 @@ class StreamableHttpServer(_Common):
 
 
 McpServer = StdioServer | StreamableHttpServer
+"""Either description of a server, as ``open_mcp_tools`` takes them."""

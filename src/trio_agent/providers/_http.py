@@ -234,12 +234,6 @@ class HTTPModel:
             token.
         http: timeouts, pool limits and retries.
 
-    Attributes:
-        model / provider: as given.
-        server_address / server_port: the host and port of ``base_url`` (the port
-            implied by the scheme when the URL names none), for telemetry; never the
-            credentials a URL may carry.
-
     Subclasses define ``_path``, :meth:`request_body`, :meth:`_auth_headers` and
     :meth:`_decoder`.
     """
@@ -260,12 +254,17 @@ class HTTPModel:
         http: HTTPOptions | None,
     ) -> None:
         self.model = model
+        """The model name sent in each request unless ``ModelOptions.model`` overrides it."""
         self.provider = provider
+        """The name recorded in each reply's ``AssistantMessage.provider``."""
         # Where the requests go, for telemetry (``server.address``/``server.port``):
         # the host only, never the credentials a URL may carry.
         url = urllib.parse.urlsplit(base_url)
         self.server_address: str | None = url.hostname
+        """The host of ``base_url``, for telemetry (never the credentials a URL may
+        carry); None if the URL names none."""
         self.server_port: int | None = url.port or {"https": 443, "http": 80}.get(url.scheme)
+        """The port of ``base_url``, or the one its scheme implies; for telemetry."""
         self._session = Session(
             base_url=base_url,
             options=http if http is not None else HTTPOptions(),
@@ -324,6 +323,7 @@ class HTTPModel:
 
     @property
     def options(self) -> HTTPOptions:
+        """The ``HTTPOptions`` the model was made with (timeouts, pool limits, retries)."""
         return self._session.options
 
     async def aclose(self) -> None:

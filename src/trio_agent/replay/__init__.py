@@ -5,7 +5,7 @@ stream that answered it to a JSONL cassette; ``ReplayModel(path)`` plays the cas
 back as a model — strictly (a request that differs fails, naming the field) or in
 sequence — on trio's clock or at full speed, and can inject faults (``Fault``: raise,
 error, stall or cut at any event). ``faults(cassette)`` is a Hypothesis strategy of such
-faults (it needs Hypothesis: ``pip install 'trio-agent[test]'``, imported on first access).
+faults (it needs Hypothesis: ``pip install 'trio-agent[testing]'``, imported on first access).
 
 Nothing in the loop imports this package; it uses only the public model protocol.
 """
@@ -42,7 +42,7 @@ else:
         """``faults``, imported (with Hypothesis) on first access.
 
         Raises:
-            ImportError: Hypothesis is not installed (``pip install 'trio-agent[test]'``).
+            ImportError: Hypothesis is not installed (``pip install 'trio-agent[testing]'``).
             AttributeError: any other missing name.
         """
         if name != "faults":
@@ -53,7 +53,7 @@ else:
             if exc.name != "hypothesis":
                 raise
             raise ImportError(
-                "trio_agent.replay.faults needs Hypothesis: pip install 'trio-agent[test]'"
+                "trio_agent.replay.faults needs Hypothesis: pip install 'trio-agent[testing]'"
             ) from exc
         globals()["faults"] = faults  # later accesses skip this function
         return faults

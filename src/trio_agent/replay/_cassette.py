@@ -100,7 +100,12 @@ class CassetteFormatError(TrioAgentError, ValueError):
 
 @attrs.frozen(kw_only=True)
 class RecordedEvent:
-    """One assistant event, ``at`` seconds (trio clock) after the stream was opened."""
+    """One assistant event, ``at`` seconds (trio clock) after the stream was opened.
+
+    Attributes:
+        at: seconds from the stream's opening to this event, on trio's clock.
+        event: the assistant event, as the model streamed it.
+    """
 
     at: float
     event: ev.AssistantEvent
@@ -112,6 +117,12 @@ class StreamEnd:
 
     ``error_type`` and ``error_message`` are set for ``kind="raised"``: the class name and
     the text of the exception the model raised.
+
+    Attributes:
+        kind: how it ended (see ``EndKind``).
+        at: seconds from the stream's opening to its end, on trio's clock.
+        error_type: the class name of the exception raised, for ``raised``; else None.
+        error_message: its text, for ``raised``; else None.
     """
 
     kind: EndKind
@@ -126,6 +137,13 @@ class CassetteRecord:
 
     ``index`` is the 0-based order in which the requests were made (records of
     concurrent streams may be written out of order; :func:`load_cassette` sorts them).
+
+    Attributes:
+        index: the request's 0-based position among the session's requests.
+        digest: ``request_digest(request)``: what a strict replay compares.
+        request: the request, as the model received it (credentials redacted).
+        events: every event of the stream, with its offset.
+        end: how the stream ended.
     """
 
     index: int
@@ -140,6 +158,9 @@ class Cassette:
     """A loaded cassette: its format ``version`` and its records, in request order.
 
     Attributes:
+        records: one record per request, sorted by ``index``.
+        version: the cassette format's version (from its header line).
+        path: the file it was loaded from; None for one built in memory.
         torn_line: the 1-based line of a torn last record that :func:`load_cassette`
             left out (a crash or a full disk cut it while it was written), else None.
         torn_reason: why that line could not be read.

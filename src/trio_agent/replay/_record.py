@@ -62,6 +62,8 @@ class RecordingModel:
         path: the cassette file.
 
     Attributes:
+        model: the model being recorded.
+        path: the cassette file.
         records: the records written so far, in the order they were written.
     """
 
@@ -74,6 +76,12 @@ class RecordingModel:
         self._broken: Exception | None = None
 
     def stream(self, request: ModelRequest) -> _RecordingStream:
+        """Stream ``model``'s reply to ``request`` unchanged, recording it (the ``Model``
+        protocol); the record is written when the stream is left.
+
+        Raises:
+            OSError: on entry, when the cassette cannot be written.
+        """
         index = self._next
         self._next += 1
         return _RecordingStream(self, index, request)

@@ -98,6 +98,11 @@ class Fault:
     Events ``0 .. event-1`` are replayed as recorded; event ``event`` is replaced by the
     fault (see :data:`FaultKind`). An ``event`` past the recorded events applies where
     the recorded stream ended. A negative index or an unknown kind is a ``ValueError``.
+
+    Attributes:
+        request: the 0-based index of the request whose stream breaks.
+        event: the 0-based index of the event the fault replaces.
+        kind: what happens there (see ``FaultKind``).
     """
 
     request: int = attrs.field(validator=attrs.validators.ge(0))
@@ -105,6 +110,7 @@ class Fault:
     kind: FaultKind = attrs.field(validator=one_of("raise", "error", "stall", "cut"))
 
     def describe(self) -> str:
+        """The fault in words: ``"raise at event 3 of request 1"``."""
         return f"{self.kind} at event {self.event} of request {self.request}"
 
 
@@ -145,6 +151,9 @@ class ReplayModel:
 
     Attributes:
         cassette: the records replayed.
+        match: ``"strict"`` or ``"sequence"``, as given.
+        timing: ``"clock"`` or ``"none"``, as given.
+        on_cancel_point: the callable given, or None.
         requests: every request received, in order.
         mismatches: every :class:`CassetteMismatch` raised, in order.
         open_streams: streams entered and not yet left.
@@ -179,6 +188,12 @@ class ReplayModel:
         self._faults[fault.request] = fault
 
     def stream(self, request: ModelRequest) -> _ReplayStream:
+        """The next recorded stream, as the answer to ``request`` (the ``Model`` protocol).
+
+        Raises:
+            CassetteMismatch: on entry, with ``match="strict"``, when ``request`` differs
+                from the recorded one.
+        """
         step = len(self.requests)
         self.requests.append(request)
         records = self.cassette.records

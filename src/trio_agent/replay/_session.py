@@ -58,6 +58,7 @@ class SessionReplay:
 
     @property
     def identical(self) -> bool:
+        """True when every request matched the cassette (``divergence`` is None)."""
         return self.divergence is None
 
 

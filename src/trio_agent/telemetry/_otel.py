@@ -65,6 +65,11 @@ class OpenTelemetry:
 
     Its methods are synchronous, never block and never checkpoint; it holds no state
     per run, so one instance may serve any number of runs at once.
+
+    Attributes:
+        tracer: the OpenTelemetry tracer the spans come from.
+        agent_name: as given.
+        capture_content: as given.
     """
 
     __slots__ = ("agent_name", "capture_content", "tracer")
@@ -89,6 +94,8 @@ class OpenTelemetry:
     # --- the Observer protocol ---------------------------------------------------------
 
     def start_run(self, *, model: Model, prompts: tuple[Message, ...]) -> _RunSpan:
+        """Start the run's ``invoke_agent`` span (the ``Observer`` protocol); it ends when
+        the run ends, with the end reason, steps and token usage."""
         span = self.tracer.start_span(f"invoke_agent {self.agent_name}", kind=SpanKind.INTERNAL)
         if span.is_recording():
             span.set_attribute("gen_ai.operation.name", "invoke_agent")
@@ -99,6 +106,8 @@ class OpenTelemetry:
         return _RunSpan(span)
 
     def start_request(self, *, model: Model, request: ModelRequest) -> _RequestSpan:
+        """Start a ``chat`` span (kind CLIENT) for one model request, a child of the run's
+        span; it ends when the stream closes, with the reply's stop reason and usage."""
         name = request.options.model or _model_name(model)
         span = self.tracer.start_span(f"chat {name}" if name else "chat", kind=SpanKind.CLIENT)
         if span.is_recording():
@@ -122,6 +131,8 @@ class OpenTelemetry:
         return _RequestSpan(span, self.capture_content)
 
     def start_tool_call(self, *, call: ToolCall) -> _CallSpan:
+        """Start an ``execute_tool`` span for one call, a child of the run's span; it is
+        current in the call's task while the tool runs, and ends with the call's outcome."""
         span = self.tracer.start_span(f"execute_tool {call.name}", kind=SpanKind.INTERNAL)
         if span.is_recording():
             span.set_attribute("gen_ai.operation.name", "execute_tool")

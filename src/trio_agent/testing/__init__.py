@@ -5,7 +5,7 @@ trio-agent itself. The Hypothesis strategies (``messages``, ``tool_calls``,
 ``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``, ``tool_arguments``
 — arguments drawn from a tool's own JSON Schema, with hypothesis-jsonschema —, and
 ``faults`` — faults over a recorded cassette, from :mod:`trio_agent.replay`) need
-Hypothesis (``pip install 'trio-agent[test]'``): each is imported on its first access (the real
+Hypothesis (``pip install 'trio-agent[testing]'``): each is imported on its first access (the real
 function, with its real signature), so importing this module — as ``trio-agent demo`` and
 the benchmarks do — never requires it.
 """
@@ -60,7 +60,7 @@ else:
         """The strategy ``name``, imported (with Hypothesis) on first access.
 
         Raises:
-            ImportError: Hypothesis is not installed (``pip install 'trio-agent[test]'``).
+            ImportError: Hypothesis is not installed (``pip install 'trio-agent[testing]'``).
             AttributeError: ``name`` is not a strategy of this module.
         """
         if name not in _STRATEGIES:
@@ -71,7 +71,7 @@ else:
             if exc.name != "hypothesis":
                 raise
             raise ImportError(
-                f"trio_agent.testing.{name} needs Hypothesis: pip install 'trio-agent[test]'"
+                f"trio_agent.testing.{name} needs Hypothesis: pip install 'trio-agent[testing]'"
             ) from exc
         value = getattr(_strategies, name)
         globals()[name] = value  # later accesses skip this function

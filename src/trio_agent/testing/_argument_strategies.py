@@ -101,7 +101,7 @@ def _valid(tool: Tool) -> st.SearchStrategy[dict[str, Any]]:
             raise
         raise ImportError(
             "arguments drawn from a tool's schema need hypothesis-jsonschema: "
-            "pip install 'trio-agent[test]'"
+            "pip install 'trio-agent[testing]'"
         ) from exc
     # A plain-JSON copy: hypothesis-jsonschema wants dicts and lists, not any Mapping.
     schema = json.loads(json.dumps(tool.parameters))
@@ -174,7 +174,7 @@ def tool_arguments(tool: Tool, *, valid: bool = True) -> st.SearchStrategy[dict[
 
     Raises:
         ImportError: hypothesis-jsonschema is not installed (``pip install
-            'trio-agent[test]'``).
+            'trio-agent[testing]'``).
         hypothesis.errors.Unsatisfiable, hypothesis.errors.FailedHealthCheck: (when
             drawing) ``valid=False`` on a schema that accepts every JSON object, or a
             schema nothing satisfies.

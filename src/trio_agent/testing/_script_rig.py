@@ -151,6 +151,7 @@ class ScriptRig:
     """The live objects one run of a :class:`Script` needs. Build with ``script.build()``.
 
     Attributes:
+        script: the script this rig runs.
         model: the ``ScriptedModel`` (it records ``requests``).
         context: the caller's ``Context`` (history, the two scripted tools, and the
             script's own tools, each wrapped to note its calls in ``probe``).
@@ -159,6 +160,15 @@ class ScriptRig:
         probe: which calls entered and left their tool.
         queues: the steering and follow-up queues the polls read.
         polled: every message a poll returned, in order.
+        arrived: per queue (``steer``, ``follow_up``), the messages queued so far.
+        taken: per queue, the messages polls took so far.
+        events: every event the consumer received, in order.
+        event_times: when each event was received, in virtual seconds after the start.
+        requests_at_abort: how many requests the model had received when the abort
+            fell; None without an abort.
+        hook_calls: how many times each run-level hook was called, by name.
+        hook_failed: whether the script's failing hook did raise.
+        interrupted: how many interrupts found something to interrupt.
     """
 
     script: Scenario

@@ -30,7 +30,31 @@ __all__ = ["ScriptRun"]
 @attrs.frozen(kw_only=True, repr=False)
 class ScriptRun:
     """What one run of a script did. ``check()`` asserts every run invariant
-    (those of :func:`assert_run_invariants`, and no task left alive)."""
+    (those of :func:`assert_run_invariants`, and no task left alive).
+
+    Attributes:
+        script: the script that ran.
+        result: the run's result (also when it raised ``AgentRunError`` or was
+            cancelled from outside).
+        error: the ``AgentRunError`` the run raised, or None.
+        events: every event the consumer received, in order.
+        requests: every request the model received, in order.
+        prompts: the prompts the run was given.
+        context: the ``Context`` the run was given.
+        context_before: a copy of it made before the run, to check it was not changed.
+        polled: every message a steering or follow-up poll returned, in order.
+        arrived: per queue (``steer``, ``follow_up``), the messages queued during the run.
+        taken: per queue, the messages polls took.
+        still_queued: per queue, the messages left in it when the run ended.
+        requests_at_abort: how many requests the model had received when the abort
+            fell; None without an abort.
+        outer_cancelled: whether the script's outer deadline cancelled the run.
+        leaked_tasks: the names of tasks started during the run and still alive after
+            it (empty when the run cleaned up).
+        unfinished_tools: the calls that entered a tool and never left it (empty when
+            every cancelled tool unwound).
+        open_streams: model streams left open (0 when the loop closed every one).
+    """
 
     script: Scenario
     result: AgentRunResult

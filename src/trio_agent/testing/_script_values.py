@@ -23,8 +23,9 @@ The test kit's modules, bottom-up (each imports only from those before it):
 script), ``_script_run`` (:class:`ScriptRun`, what one run did, and its checks),
 ``_script_rig`` (:class:`ScriptRig`, the live objects, and the driver of one run), and
 ``_script`` (the public :class:`Script`: a ``Scenario`` that can ``build()`` its rig and
-``run()``). The driver needs the values and the values' ``run()`` needs the driver, so
-the methods live in the class one layer up instead of an import cycle.
+``run()``; its docstring lists every field). The driver needs the values and the
+values' ``run()`` needs the driver, so the methods live in the class one layer up
+instead of an import cycle.
 
 Nothing here imports Hypothesis.
 """
@@ -177,9 +178,11 @@ class CallScript:
         return {"latency": self.latency, "progress": self.progress, "behaviour": self.behaviour}
 
     def tool_call(self) -> ToolCall:
+        """The ``ToolCall`` the model declares for this call."""
         return ToolCall(id=self.id, name=self.tool, arguments=self.arguments())
 
     def describe(self) -> str:
+        """The call in one readable line, as a failing example prints it."""
         head = f"call {self.id} {self.tool}"
         if not self.known_tool:
             return f"{head} (unknown tool)"
@@ -211,12 +214,19 @@ _HOOK_TEXT: Mapping[str, str] = {
 @attrs.frozen(kw_only=True)
 class HookFailure:
     """A run-level hook that raises on its ``at``-th call (0-based): the run must end
-    with ``AgentRunError``, its transcript paired."""
+    with ``AgentRunError``, its transcript paired.
+
+    Attributes:
+        hook: which hook raises: ``transform_context``, ``steering_poll``,
+            ``follow_up_poll``, ``prepare_next_turn`` or ``should_stop_after_turn``.
+        at: on which of its calls (0-based).
+    """
 
     hook: RunHook
     at: int = 0
 
     def describe(self) -> str:
+        """The failure in one readable line."""
         return f"{self.hook} raises on call {self.at}"
 
 
@@ -261,6 +271,7 @@ class ReplyScript:
         return events
 
     def describe(self, step: int) -> list[str]:
+        """The reply (request number ``step``) and its calls, as readable lines."""
         head: list[str] = [self.stop_reason]
         if self.text:
             head.append(f"text {self.text!r}")
@@ -298,6 +309,7 @@ class Arrival:
     text: str
 
     def describe(self) -> str:
+        """The arrival in one readable line."""
         what = "steering" if self.queue == "steer" else "follow-up"
         return f"at t={seconds(self.at)}: {what} message {self.text!r} queued"
 
@@ -305,7 +317,16 @@ class Arrival:
 @attrs.frozen(kw_only=True)
 class AbortScript:
     """When the run is aborted: at an event (the consumer aborts when it receives event
-    number ``after_event``, 0-based) or at a time; ``grace`` lets running tools finish."""
+    number ``after_event``, 0-based) or at a time; ``grace`` lets running tools finish.
+
+    Exactly one of ``after_event`` and ``at_time`` is set (else ``ValueError``).
+
+    Attributes:
+        after_event: abort when the consumer receives this event (0-based).
+        at_time: abort at this many virtual seconds after the start.
+        grace: ``abort(grace=...)``: seconds running tools may still finish.
+        reason: ``abort(reason)``: the text of the aborted results.
+    """
 
     after_event: int | None = None
     at_time: float | None = None
@@ -317,6 +338,7 @@ class AbortScript:
             raise ValueError("an AbortScript needs exactly one of after_event and at_time")
 
     def describe(self) -> str:
+        """The abort in one readable line."""
         if self.after_event is not None:
             when = f"when the consumer receives event {self.after_event}"
         else:
@@ -329,7 +351,14 @@ class AbortScript:
 @attrs.frozen(kw_only=True)
 class InterruptScript:
     """When ``run.interrupt()`` is called (what ``steer(..., interrupt=True)`` does): at
-    an event (0-based, as received by the consumer) or at a time. The run goes on."""
+    an event (0-based, as received by the consumer) or at a time. The run goes on.
+
+    Exactly one of ``after_event`` and ``at_time`` is set (else ``ValueError``).
+
+    Attributes:
+        after_event: interrupt when the consumer receives this event (0-based).
+        at_time: interrupt at this many virtual seconds after the start.
+    """
 
     after_event: int | None = None
     at_time: float | None = None
@@ -339,6 +368,7 @@ class InterruptScript:
             raise ValueError("an InterruptScript needs exactly one of after_event and at_time")
 
     def describe(self) -> str:
+        """The interrupt in one readable line."""
         if self.after_event is not None:
             return f"interrupt when the consumer receives event {self.after_event}"
         assert self.at_time is not None
@@ -358,36 +388,8 @@ def _brief(message: Message) -> str:
 
 @attrs.frozen(kw_only=True, repr=False)
 class Scenario:
-    """Every field of a whole scenario for one run (see the module docstring).
-
-    The public :class:`~trio_agent.testing.Script` is this with ``build()`` and
-    ``run()``; build that one.
-
-    Attributes:
-        replies: the model's replies, in request order; when they run out the model
-            answers with an error.
-        prompt: the prompt's text; ``None`` continues from ``history``.
-        history: the caller's context messages (paired; they must end in a user,
-            tool-result or custom message when ``prompt`` is None).
-        max_steps, tool_timeout, tool_execution, max_concurrency,
-            continue_after_length, max_output_tokens: the ``LoopConfig`` fields of the
-            same names (each reply reports 10 output tokens).
-        arrivals: steering and follow-up messages queued during the run.
-        steering_mode, follow_up_mode: how many messages one poll takes.
-        abort: when the run is aborted, if it is.
-        interrupts: when the running batch or reply is interrupted (the run goes on).
-        deadline: an outer cancel scope's deadline, virtual seconds after the start.
-        stop_after_turn: ``should_stop_after_turn`` answers True on its call number
-            ``stop_after_turn`` (0-based; the run then ends ``stopped``); None installs
-            no such hook.
-        hook_failure: a run-level hook that raises.
-        chunk_size: text is streamed in deltas of this many characters.
-        driver: ``channel`` (``open_agent_loop``, a consumer task) or ``callback``
-            (``run_agent_loop`` with a plain ``on_event``; no abort, no deadline).
-        tools: the user's own tools, offered to the model beside the scripted ones
-            (names must differ from ``work`` and ``serial``); calls to them carry
-            ``CallScript.args`` and run the tools' real bodies.
-    """
+    """Every field of a whole scenario for one run: the data of the public ``Script``
+    (whose docstring lists the fields), without its ``build()`` and ``run()``."""
 
     replies: tuple[ReplyScript, ...] = attrs.field(default=(), converter=_tuple)
     prompt: str | None = "go"

@@ -69,6 +69,12 @@ class PausePoint:
     """Where a :class:`ScriptedModel` stream stops until released.
 
     ``reached`` is set when the stream gets there; :meth:`release` lets it go on.
+    Made by ``ScriptedModel.pause_at``.
+
+    Attributes:
+        step: the request (0-based) whose stream pauses.
+        index: the event (0-based) the stream pauses before.
+        reached: a ``trio.Event`` set when the stream arrives at the point.
     """
 
     step: int
@@ -77,9 +83,12 @@ class PausePoint:
     _released: trio.Event = attrs.field(factory=trio.Event, alias="released")
 
     def release(self) -> None:
+        """Let the stream go on (from any task of the trio loop; not a checkpoint)."""
         self._released.set()
 
     async def wait_released(self) -> None:
+        """Wait until :meth:`release` is called (returns at once if it was). A
+        checkpoint; a cancel leaves the point unreleased."""
         await self._released.wait()
 
 
@@ -106,6 +115,8 @@ class ScriptedModel:
         requests: every ``ModelRequest`` received, in order (empty when created with
             ``keep_requests=False``).
         request_count: how many requests were received.
+        open_streams: streams entered and not yet left (0 after a clean run: the loop
+            closed every stream it opened).
     """
 
     def __init__(
@@ -177,6 +188,11 @@ class ScriptedModel:
         return events
 
     def stream(self, request: ModelRequest) -> _ScriptStream:
+        """The next response, as a stream (the ``Model`` protocol); records ``request``.
+
+        Entering and iterating follow the rules above; leaving the ``async with``
+        early is safe at any time.
+        """
         step = self.request_count
         self.request_count = step + 1
         if self._keep_requests:
