@@ -358,7 +358,7 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
 
     A torn last line — a record cut short by a crash or a full disk while it was
     written: not UTF-8 JSON text — is left out, and reported in
-    :attr:`Cassette.torn_line`; the records before it load. Blank lines are skipped.
+    ``Cassette.torn_line``; the records before it load. Blank lines are skipped.
 
     Raises:
         CassetteFormatError: no cassette header, a format version this code does not
