@@ -412,3 +412,22 @@ def test_json_is_unpaced_unless_asked() -> None:
     assert pace("--json") == 0.0
     assert pace("--json", "--pace", "0.5") == 0.5
     assert pace("--pace", "-1") == 0.0
+
+
+async def test_live_view_draws_no_status_under_a_question(autojump_clock: trio.abc.Clock) -> None:
+    # While the user is asked to allow a call, the answer typed is echoed on the line
+    # below the question: a spinner drawn there would be left on screen with the
+    # answer glued to its end.
+    stream = io.StringIO()
+    view = LiveView(Output(stream), live=True, color=False)
+    view.show(ToolExecutionStart(call_id="c", tool_name="ls", args={"path": "src"}))
+    view.asking = True
+    view.line("  allow ls src? [y/N]")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(view.spin)
+        await trio.sleep(0.2)
+        nursery.cancel_scope.cancel()
+    assert stream.getvalue().endswith("\r\x1b[K  allow ls src? [y/N]\n")
+    view.asking = False
+    view.line("  answered")
+    assert stream.getvalue().endswith("  answered\n\r\x1b[K  ⠹ ls src  0.2s")

@@ -130,6 +130,7 @@ async def _ask(session: _Session, view: LiveView, label: str) -> str | None:
     send, receive = trio.open_memory_channel[str](1)
     session.answer = send
     try:
+        view.asking = True
         view.line(view.s.bold(f"  allow {label}? [y/N]"))
         with receive:
             try:
@@ -138,6 +139,7 @@ async def _ask(session: _Session, view: LiveView, label: str) -> str | None:
                 return None
     finally:
         session.answer = None
+        view.asking = False
 
 
 def approval_hook(

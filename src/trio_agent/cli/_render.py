@@ -185,6 +185,9 @@ class LiveView:
         self._frame = 0
         self._in_text = False
         self._indent = False
+        # A question waits for a line typed at the terminal: no status line is drawn
+        # below it, so the answer's echo does not land after the spinner's text.
+        self.asking = False
 
     # --- lines and the status line ----------------------------------------------------
 
@@ -194,7 +197,7 @@ class LiveView:
             self._status_shown = False
 
     def _draw_status(self) -> None:
-        if not self.live or not self._running:
+        if not self.live or not self._running or self.asking:
             return
         now = trio.current_time()
         frame = self.s.frames[self._frame % len(self.s.frames)]
