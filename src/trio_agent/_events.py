@@ -158,10 +158,19 @@ AssistantEvent: TypeAlias = (
 # --- loop events ---------------------------------------------------------------------
 
 EndReason: TypeAlias = Literal[
-    "stop", "length", "error", "aborted", "max_steps", "stopped", "terminated", "usage_limit"
+    "stop",
+    "length",
+    "error",
+    "aborted",
+    "max_steps",
+    "stopped",
+    "terminated",
+    "usage_limit",
+    "timeout",
 ]
 """Why a run ended (``usage_limit``: ``LoopConfig.max_input_tokens`` or
-``max_output_tokens`` would be exceeded by the next request)."""
+``max_output_tokens`` would be exceeded by the next request; ``timeout``: the run took
+``LoopConfig.run_timeout`` seconds — a fleet's ``task_timeout`` ends its tasks this way)."""
 
 ToolOutcome: TypeAlias = Literal[
     "ok", "error", "not_found", "invalid_arguments", "blocked", "timed_out", "aborted", "skipped"

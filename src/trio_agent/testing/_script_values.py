@@ -370,8 +370,8 @@ class Scenario:
         history: the caller's context messages (paired; they must end in a user,
             tool-result or custom message when ``prompt`` is None).
         max_steps, tool_timeout, tool_execution, max_concurrency,
-            continue_after_length, max_output_tokens: the ``LoopConfig`` fields of the
-            same names (each reply reports 10 output tokens).
+            continue_after_length, max_output_tokens, run_timeout: the ``LoopConfig``
+            fields of the same names (each reply reports 10 output tokens).
         arrivals: steering and follow-up messages queued during the run.
         steering_mode, follow_up_mode: how many messages one poll takes.
         abort: when the run is aborted, if it is.
@@ -398,6 +398,7 @@ class Scenario:
     max_concurrency: int | None = None
     continue_after_length: bool = False
     max_output_tokens: int | None = None
+    run_timeout: float | None = None
     arrivals: tuple[Arrival, ...] = attrs.field(default=(), converter=_tuple)
     steering_mode: QueueMode = "one_at_a_time"
     follow_up_mode: QueueMode = "one_at_a_time"
@@ -439,6 +440,7 @@ class Scenario:
             "tool_timeout",
             "max_concurrency",
             "max_output_tokens",
+            "run_timeout",
             "chunk_size",
         ):
             value = getattr(self, name)
