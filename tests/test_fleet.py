@@ -494,6 +494,13 @@ def test_fleet_help_lists_exit_codes_and_defaults(capsys: pytest.CaptureFixture[
     assert "130 interrupted" in text
     assert "(default 64)" in text
     assert "(default 1,000)" in text
+    # What the fleet does about failures, its lock and its bounds.
+    assert "1 results.jsonl records a failed task (failed, error or timeout" in text
+    assert "--retry-failed" in text
+    assert "--task-timeout SECONDS" in text
+    assert "OUT/fleet.lock holds the pid" in text
+    assert "the task that hit it is not recorded" in text
+    assert "current folder first on the module path" in text
 
 
 def test_importing_the_fleet_does_not_import_ray() -> None:
@@ -515,6 +522,28 @@ def test_the_ray_worker_body_runs_chunks_without_ray(tmp_path: Path) -> None:
     assert all(r.reason == "stop" and r.steps == 2 and not r.resumed for r in again)
     for r in results:
         check_transcript(load_transcript(tmp_path / r.transcript).messages)
+
+
+def test_the_ray_worker_body_raises_a_storage_error_once_its_chunk_has_ended(
+    tmp_path: Path,
+) -> None:
+    tasks = [*demo_tasks(4, sleep=0)]
+    held = tmp_path / transcript_relpath(tasks[2].id)
+    worker = FleetWorker(Job(factory="trio_agent.fleet:demo_factory", out=tmp_path), 4)
+    try:
+        write_transcript(held, [UserMessage.text("a run that another process writes")])
+
+        async def hold_and_run() -> None:
+            async with JsonlTranscript(held):  # its lock held, as by another process
+                with pytest.raises(StorageError, match="is open in another process"):
+                    await trio.to_thread.run_sync(worker.run_chunk, tasks)
+
+        trio.run(hold_and_run)
+    finally:
+        worker.stop()
+    for task in (tasks[0], tasks[1], tasks[3]):  # the others ran to their end
+        messages = load_transcript(tmp_path / transcript_relpath(task.id)).messages
+        assert messages[-1].text.endswith("squared is " + str(task.metadata["n"] ** 2) + ".")  # type: ignore[union-attr]
 
 
 def test_the_fleet_benchmark_runs_at_a_small_size() -> None:

@@ -30,7 +30,7 @@ import trio
 
 from trio_agent import AgentUsageError, Usage
 
-from .._locked_file import names, open_locked
+from .._locked_file import names, open_locked, write_all
 from ._progress import Counters, show_progress
 from ._results import ResultsLog
 from ._task import (
@@ -275,7 +275,7 @@ def _lock_folder(out_dir: Path) -> int:
         ) from None
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        write_all(fd, f"{os.getpid()}\n".encode())  # at offset 0: the file was just opened
     except BaseException:
         os.close(fd)
         raise
