@@ -142,6 +142,8 @@ def test_sigkill_mid_fleet_then_rerun(tmp_path: Path) -> None:
             child.kill()
             child.wait()
     assert child.returncode == -signal.SIGKILL
+    # The killed fleet's lock file stays, with its pid; its lock went with the process.
+    assert (out / "fleet.lock").read_text() == f"{child.pid}\n"
     recorded_before = result_lines(out)
     assert 150 <= len(recorded_before) < 1000
     snapshot = _snapshot(out)

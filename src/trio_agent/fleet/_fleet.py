@@ -249,8 +249,9 @@ class _Driver:
             yield task
 
     def still_failed(self) -> int:
-        failed = self.log.failed
-        return sum(1 for task_id in self.seen if task_id in failed)
+        """Tasks of this fleet whose last line in results.jsonl is a failure."""
+        seen = self.seen
+        return sum(1 for task_id in self.log.failed if task_id in seen)
 
 
 def _lock_folder(out_dir: Path) -> int:

@@ -132,8 +132,9 @@ def resolve_factory(factory: Factory | str) -> Factory:
 
 def _where(exc: BaseException, module_name: str) -> str:
     """`` (path/module.py, line N)``: the last line of the module ``module_name`` (or of
-    a module it imported) that ``exc`` went through, skipping the import machinery and
-    the library code it called; "" if none (a ``SyntaxError`` names its line itself)."""
+    a module beside it that it imported) that ``exc`` went through, skipping the import
+    machinery and installed libraries (also a virtualenv inside the project); "" if
+    none (a ``SyntaxError`` names its line itself)."""
     try:  # a top-level name: finding it runs nothing
         spec = importlib.util.find_spec(module_name.partition(".")[0])
     except (ImportError, ValueError):
@@ -142,8 +143,10 @@ def _where(exc: BaseException, module_name: str) -> str:
         return ""
     base = os.path.dirname(spec.origin) + os.sep
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if frame.filename.startswith(base):
-            return f" ({frame.filename}, line {frame.lineno})"
+        name = frame.filename
+        installed = f"{os.sep}site-packages{os.sep}" in name
+        if name.startswith(base) and not installed:
+            return f" ({name}, line {frame.lineno})"
     return ""
 
 
