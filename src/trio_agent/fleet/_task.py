@@ -199,6 +199,11 @@ def transcript_relpath(task_id: str) -> str:
     ever named like another one's hashed form: two ids share a file only if 64 bits of
     their SHA-256 are equal. (Ids that differ only in letter case share a file on a
     case-insensitive file system.)
+
+    Output folders written before ids of that shape were hashed keep working: every
+    other id has the name it had. A task with such an id that was interrupted then
+    starts over under its new name (one already in ``results.jsonl`` is skipped as
+    before, its line naming the old file).
     """
     if _SAFE_ID.fullmatch(task_id) and not _HASHED_NAME.fullmatch(task_id):
         name = task_id
