@@ -44,3 +44,15 @@ def assert_fleet_complete(
         assert line["steps"] == steps
         assert line["usage"]["input_tokens"] > 0
     return lines
+
+
+def transcripts_load_and_pair(out: Path) -> int:
+    """Every transcript under ``out`` loads whole and is paired; returns how many there
+    are (a storage failure must leave no empty or torn file behind)."""
+    count = 0
+    for path in (out / "transcripts").iterdir():
+        loaded = load_transcript(path)
+        assert loaded.whole, path
+        check_transcript(loaded.messages)
+        count += 1
+    return count

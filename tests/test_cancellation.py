@@ -377,6 +377,90 @@ async def test_idle_timeout_does_not_count_a_slow_consumer(autojump_clock: Any) 
     assert result.reason == "stop"
 
 
+async def test_run_timeout_mid_stream_ends_timeout_with_the_reply_kept(autojump_clock: Any) -> None:
+    model = ScriptedModel(
+        [
+            tool_use(call("a", "sleep", s=1)),
+            [Start(), TextStart(index=0), TextDelta(index=0, delta="hal")],
+        ]
+    )
+    model.pause_at(1, 3)  # never released: the model stalls in its second reply
+    rec = Recorder()
+    result = await run_agent_loop(
+        prompt(), ctx(sleeper("sleep", 0)), model, LoopConfig(run_timeout=30), on_event=rec
+    )
+    assert trio.current_time() == pytest.approx(30)
+    assert (result.reason, result.steps, len(model.requests)) == ("timeout", 2, 2)
+    stalled = result.messages[-1]
+    assert isinstance(stalled, AssistantMessage)
+    assert (stalled.stop_reason, stalled.text) == ("aborted", "hal")
+    assert stalled.error_message == "the run timed out after 30s (run_timeout)"
+    ends = [e for e in rec.events if e.type == "agent_end"]
+    assert ends == [rec.events[-1]]
+    assert ends[0].reason == "timeout"
+    assert_consistent(result, rec.events, model.requests)
+
+
+async def test_run_timeout_mid_batch_aborts_the_unfinished_calls(autojump_clock: Any) -> None:
+    log: list[str] = []
+    model = ScriptedModel([tool_use(call("quick", "sleep", s=1), call("slow", "sleep", s=100))])
+    events: list[AgentEvent] = []
+    async with open_agent_loop(
+        prompt(), ctx(sleeper("sleep", 0, log)), model, LoopConfig(run_timeout=5)
+    ) as run:
+        async for event in run.events:
+            events.append(event)
+    result = run.result
+    assert result is not None
+    assert trio.current_time() == pytest.approx(5)
+    assert (result.reason, result.steps) == ("timeout", 1)
+    by_id = results_of(result.messages)
+    assert by_id["quick"].text == "quick slept"
+    assert by_id["slow"].text == "Tool call aborted: the run timed out after 5s (run_timeout)."
+    outcomes = {e.call_id: e.outcome for e in events if isinstance(e, ToolExecutionEnd)}
+    assert outcomes == {"quick": "ok", "slow": "aborted"}
+    assert "finally slow" in log
+    assert [e.type for e in events][-1] == "agent_end"
+    assert sum(e.type == "agent_end" for e in events) == 1
+    assert_consistent(result, events, model.requests)
+
+
+async def test_run_timeout_not_reached_changes_nothing_and_survives_an_interrupt(
+    autojump_clock: Any,
+) -> None:
+    model = ScriptedModel([tool_use(call("a", "sleep", s=100)), reply()])
+    async with open_agent_loop(
+        prompt(), ctx(sleeper("sleep", 0)), model, LoopConfig(run_timeout=50), buffer=100
+    ) as run:
+        await trio.sleep(1)
+        assert run.interrupt()  # the batch is cut; the run goes on, still bounded
+        events = [e async for e in run.events]
+    result = run.result
+    assert result is not None
+    assert (result.reason, result.steps) == ("stop", 2)
+    assert trio.current_time() == pytest.approx(1)
+    assert_consistent(result, events, model.requests)
+
+    stalled = ScriptedModel([tool_use(call("a", "sleep", s=100)), reply()])
+    with trio.fail_after(500):  # a deadline lost at the interrupt would hang here
+        async with open_agent_loop(
+            prompt(), ctx(sleeper("sleep", 0)), stalled, LoopConfig(run_timeout=50), buffer=100
+        ) as run:
+            await trio.sleep(1)
+            assert run.interrupt()
+            stalled.pause_at(1, 0)  # the reply after the interrupt never comes
+            events = [e async for e in run.events]
+    assert run.result is not None
+    assert run.result.reason == "timeout"
+    assert trio.current_time() == pytest.approx(51)  # the deadline kept across the interrupt
+    assert_consistent(run.result, events, stalled.requests)
+
+
+async def test_run_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="run_timeout must be a number of seconds"):
+        LoopConfig(run_timeout=0)
+
+
 # --- malformed streams -------------------------------------------------------------------
 
 

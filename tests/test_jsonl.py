@@ -344,11 +344,34 @@ async def test_a_failing_sink_ends_the_run_with_agent_run_error(
 
     model = ScriptedModel([reply("done")])
     async with JsonlTranscript(tmp_path / "run.jsonl") as transcript:
+        assert transcript.write_error is None
         monkeypatch.setattr(os, "write", no_space)
         with pytest.raises(AgentRunError) as info:
             await run_agent_loop(prompt(), ctx(), model, on_event=transcript)
         monkeypatch.undo()
     assert isinstance(info.value.__cause__, OSError)
+    # The sink's own failure, told apart from a hook's: the run's cause is its error.
+    assert transcript.write_error is info.value.__cause__
+
+
+async def test_a_new_file_whose_header_cannot_be_written_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_space(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    path = tmp_path / "run.jsonl"
+    monkeypatch.setattr(os, "write", no_space)
+    with pytest.raises(OSError, match="No space left"):
+        async with JsonlTranscript(path):
+            pass
+    assert not path.exists()  # no empty file left that would not load
+    path.write_bytes(b"")  # a file that was there before is not entering's to remove
+    with pytest.raises(OSError, match="No space left"):
+        async with JsonlTranscript(path):
+            pass
+    monkeypatch.undo()
+    assert path.read_bytes() == b""
 
 
 async def test_a_message_that_is_not_json_writes_nothing(tmp_path: Path) -> None:

@@ -219,6 +219,12 @@ class LoopConfig:
         tool_timeout: seconds a call may run (``Tool.timeout`` overrides it).
         stream_idle_timeout: seconds a model stream may stay silent; then the reply ends
             with stop reason ``error``.
+        run_timeout: seconds the whole run may take, from its start; then it ends with
+            reason ``timeout``, cleaned up as an abort is: the reply being streamed is
+            kept (stop reason ``aborted``), finished calls keep their results, every
+            other call gets an ``aborted`` result saying the run timed out, no request
+            is made after it, and ``AgentEnd`` comes last, once. A normal end: the run
+            returns its result (no ``Cancelled``, unlike an outer cancel scope).
         convert_to_llm: shapes the transcript for the model, per request (default: drop
             ``CustomMessage``).
         transform_context: runs before ``convert_to_llm``, per request. Both must return
@@ -270,6 +276,7 @@ class LoopConfig:
     )
     tool_timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
     stream_idle_timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
+    run_timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
     convert_to_llm: Callable[[Messages], MaybeAwaitable[Messages]] | None = None
     transform_context: Callable[[Messages], MaybeAwaitable[Messages]] | None = None
     before_tool_call: (

@@ -256,7 +256,15 @@ the truth. A stream that ends without a terminal event is taken as an ``error`` 
 # --- loop events ---------------------------------------------------------------------
 
 EndReason: TypeAlias = Literal[
-    "stop", "length", "error", "aborted", "max_steps", "stopped", "terminated", "usage_limit"
+    "stop",
+    "length",
+    "error",
+    "aborted",
+    "max_steps",
+    "stopped",
+    "terminated",
+    "usage_limit",
+    "timeout",
 ]
 """Why a run ended, as ``AgentEnd.reason`` and ``AgentRunResult.reason`` give it.
 
@@ -270,6 +278,8 @@ EndReason: TypeAlias = Literal[
 - ``terminated``: every result of the last batch asked to end the run.
 - ``usage_limit``: the next request would go over ``LoopConfig.max_input_tokens`` or
   ``max_output_tokens``.
+- ``timeout``: the run took ``LoopConfig.run_timeout`` seconds (a fleet's
+  ``task_timeout`` ends its tasks this way); cleaned up as an abort.
 
 Whatever the reason, every tool call in the transcript has its result.
 """

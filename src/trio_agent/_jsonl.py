@@ -340,7 +340,9 @@ class JsonlTranscript:
 
     Entering opens the file: a new (or empty) file gets the header line; an existing
     transcript is appended to — its header is checked, not repeated, and a torn last
-    line left by a crash is cut off (:attr:`dropped_bytes`). One ``JsonlTranscript``
+    line left by a crash is cut off (:attr:`dropped_bytes`); a file that entering
+    created but could not write the header to (a full disk) is removed again before the
+    error propagates. One ``JsonlTranscript``
     (in any process) may write a file at a time: the file is locked while open, and
     :func:`write_transcript` refuses to replace it meanwhile.
     Leaving the block closes the file (after a last fsync when ``fsync`` is ``"turn"``).
@@ -371,6 +373,14 @@ class JsonlTranscript:
     _broken: BaseException | None = attrs.field(default=None, init=False)
     dropped_bytes: int = attrs.field(default=0, init=False)
     """Bytes of a torn last line cut off when the file was opened (0 normally)."""
+
+    @property
+    def write_error(self) -> BaseException | None:
+        """The ``OSError`` of a write (or fsync) that failed, if one did — the file was cut
+        back to its last whole line and takes no more lines — else None. Tells a run
+        that failed because this sink could not write (``AgentRunError`` whose cause is
+        this error) from one that failed for a reason of its own."""
+        return self._broken
 
     # --- opening and closing ----------------------------------------------------------
 
@@ -433,6 +443,11 @@ class JsonlTranscript:
             if created and self.fsync is not False:
                 fsync_dir(self.path.parent)
         except BaseException:
+            # A file this call created and could not even give its header (a full disk)
+            # is removed, under the lock: no empty or torn file that does not load.
+            if created and names(fd, self.path):
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
             os.close(fd)
             raise
         self._fd = fd

@@ -133,6 +133,7 @@ class RunState:
         "sink",
         "steering_poll",
         "steps",
+        "timed_out",
         "token",
         "transcript",
         "turn_decision",
@@ -184,9 +185,11 @@ class RunState:
         # A run that another task may abort or interrupt (through open_agent_loop's
         # handle, or the Agent) has cancel scopes of its own: the run's, the stream's,
         # the batch's. A run nobody can reach (run_agent_loop) needs none — the
-        # caller's own cancel scopes still stop it — and saves their cost per turn.
+        # caller's own cancel scopes still stop it — and saves their cost per turn;
+        # unless it has a run_timeout: its deadline is on the run's scope.
         self.controlled = controlled
-        self.scope = trio.CancelScope() if controlled else None
+        self.scope = trio.CancelScope() if controlled or config.run_timeout is not None else None
+        self.timed_out = False  # the run_timeout fired: the run ends "timeout"
         self.token = trio.lowlevel.current_trio_token()
 
         self.transcript: list[Message] = list(context.messages)
@@ -250,6 +253,14 @@ class RunState:
                 self.scope.deadline = min(self.scope.deadline, trio.current_time() + grace)
                 return
         self._cancel()
+
+    def time_out(self) -> None:
+        """The ``run_timeout`` deadline cancelled the run's scope: end the run with
+        reason ``timeout``, cleaned up as an abort is (the reply kept, stop reason
+        ``aborted``; unfinished calls get ``aborted`` results saying the run timed out)."""
+        self.timed_out = True
+        timeout = self.config.run_timeout
+        self.abort(f"the run timed out after {timeout:g}s (run_timeout)")
 
     def _cancel(self) -> None:
         """Cancel the run's own scope (only a controlled run is aborted or interrupted:
@@ -336,7 +347,7 @@ class RunState:
         if acc is not None:
             if acc.final is not None:
                 message = acc.final
-            elif reason == "aborted":
+            elif reason == "aborted" or reason == "timeout":
                 message = acc.fail(self.abort_reason or "the run was aborted", "aborted")
             else:
                 message = acc.fail("the run failed while the reply streamed", "error")
@@ -360,7 +371,9 @@ class RunState:
             self.batch = None
         answered.update(r.tool_call_id for r in new_results)
         if self.turn_message is not None:
-            if reason != "aborted":
+            if reason == "timeout" and self.abort_reason:
+                why = self.abort_reason
+            elif reason != "aborted":
                 why = f"the run ended ({reason})"
             elif self.abort_reason:
                 why = f"the run was aborted ({self.abort_reason})"

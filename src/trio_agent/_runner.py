@@ -27,7 +27,9 @@ cancels it too: the scope catches that, and the run goes on in a fresh scope, wh
 first ends the turn that was cut short (:meth:`Runner._end_cut_turn`; the loop's own
 place is kept in a ``_Progress``). So a run has one scope, plus one per interrupt — none
 per turn. A ``run_agent_loop`` run, which nothing outside can reach, has none (the
-caller's scopes still stop it); ``stream_idle_timeout`` adds one around each stream.
+caller's scopes still stop it) unless ``run_timeout`` gives it one, with that deadline
+(which ends the run ``timeout``, cleaned up as an abort); ``stream_idle_timeout`` adds
+one around each stream.
 
 ``_policy.decide`` says what each reply means (the stop-reason table); ``_batch.Batch``
 runs one batch of tool calls; ``_stream.StreamAccumulator`` turns the model's events into
@@ -109,6 +111,9 @@ class Runner(RunState):
     async def _run(self) -> AgentRunResult:
         failure: BaseException | None = None
         progress = _Progress()
+        if self.config.run_timeout is not None:
+            assert self.scope is not None  # a run with a run_timeout has its own scope
+            self.scope.deadline = trio.current_time() + self.config.run_timeout
         try:
             while True:
                 scope = self.scope
@@ -116,10 +121,14 @@ class Runner(RunState):
                     await self._main(progress)
                 if scope is None or not scope.cancelled_caught or self.lifecycle != "running":
                     break
+                if trio.current_time() >= scope.deadline:
+                    # The run_timeout's deadline (the only one a running run's scope has).
+                    self.time_out()
+                    break
                 # An interrupt cut a turn short (the run's scope caught it): the run goes
-                # on in a fresh scope, which first ends that turn.
+                # on in a fresh scope, which first ends that turn (by the same deadline).
                 progress.cut = True
-                self.scope = trio.CancelScope()
+                self.scope = trio.CancelScope(deadline=scope.deadline)
         # Everything is re-raised below, once the transcript is paired.
         except BaseException as exc:  # noqa: ASYNC103, ASYNC104
             failure = representative(exc)
@@ -127,9 +136,10 @@ class Runner(RunState):
             self.sink.sink_dead = True
             failure = failure.original
         if failure is None or not isinstance(failure, Exception):
-            # Finished, aborted through the run's own scope, or stopped by an outer cancel
-            # scope / KeyboardInterrupt: those end "aborted" (a no-op if already ended).
-            self._close("aborted")
+            # Finished, aborted through the run's own scope, timed out, or stopped by an
+            # outer cancel scope / KeyboardInterrupt: those end "aborted" or "timeout" (a
+            # no-op if already ended).
+            self._close("timeout" if self.timed_out else "aborted")
             await self._deliver_closing(cancelled=isinstance(failure, trio.Cancelled))
             if failure is not None:
                 raise failure from None

@@ -2,12 +2,16 @@
 
 Each task gets a transcript under ``OUT/transcripts/`` and a line in
 ``OUT/results.jsonl``; running the same command again skips finished tasks and resumes
-interrupted ones. ``--demo`` runs 1,000 scripted tasks offline (no key, no network).
+interrupted ones (``--retry-failed``: failed ones too). ``--demo`` runs 1,000 scripted
+tasks offline (no key, no network). The factory module is imported with the current
+folder first on ``sys.path``, as ``python -m`` does.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import tempfile
 from functools import partial
@@ -32,15 +36,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Run every task of a JSONL file (one {id, prompt, messages, metadata} object per "
         "line) to its end: one JSONL transcript per task under OUT/transcripts/ and one "
         "line per task in OUT/results.jsonl. Run the same command again to resume: "
-        "finished tasks are skipped, interrupted ones continue from their transcripts."
+        "finished tasks are skipped, interrupted ones continue from their transcripts; "
+        "failed ones (reason failed, error or timeout) are skipped too unless "
+        "--retry-failed. One fleet at a time per OUT: the folder is locked "
+        "(OUT/fleet.lock holds the pid), and a second one exits 1 naming that pid."
     )
     parser.epilog = (
         "The factory is a function taking a trio_agent.fleet.FleetTask and returning a "
         "trio_agent.fleet.TaskSetup (model, tools, system prompt, config); it is imported "
-        "and called on the worker that runs the task. Exit codes: 0 every task finished "
-        "without error, 1 some task failed or ended on a model error (see results.jsonl), "
-        "or the fleet could not go on, 2 bad usage (unreadable tasks, a bad factory), "
-        "130 interrupted by Ctrl-C (rerun the command to resume)."
+        "(with the current folder first on the module path, as python -m does) and "
+        "called on the worker that runs the task. If a transcript or results.jsonl "
+        "cannot be written (too many open files, a full disk), no new task starts, the "
+        "running ones finish, and the command exits 1 with the cause: the task that hit "
+        "it is not recorded, and running the command again resumes it. Exit codes: 0 "
+        "every task of TASKS.jsonl is recorded in results.jsonl without failure; 1 "
+        "results.jsonl records a failed task (failed, error or timeout; from this run or "
+        "an earlier one: rerun with --retry-failed), or the fleet could not go on (its "
+        "storage failed, another fleet holds OUT); 2 bad usage (unreadable tasks, a bad "
+        "or unimportable factory); 130 interrupted by Ctrl-C (rerun the command to "
+        "resume)."
     )
     parser.add_argument("tasks", metavar="TASKS.jsonl", nargs="?", help="the tasks file")
     parser.add_argument(
@@ -77,6 +91,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_ACTORS,
         help=f"Ray actors, one trio loop each (default {DEFAULT_ACTORS})",
+    )
+    parser.add_argument(
+        "--task-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="end a task that takes longer than this (factory and run) with reason "
+        "timeout: its transcript is paired and kept, it counts as failed, and "
+        "--retry-failed continues it (default: no limit)",
+    )
+    parser.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run the tasks recorded failed (failed, error, timeout) again, continuing "
+        "from their transcripts where they exist; each gets a new line in results.jsonl",
     )
     parser.add_argument(
         "--fsync",
@@ -125,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--concurrency and --actors must be at least 1")
     if not args.ray_timeout > 0:  # NaN too
         return _usage("--ray-timeout must be a number of seconds above 0")
+    timeout = args.task_timeout
+    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+        return _usage("--task-timeout must be a number of seconds above zero")
     tasks: Any
     if args.demo:
         if args.tasks or args.factory:
@@ -142,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             return _usage(f"cannot read the tasks: {exc}")
         factory = args.factory
+        _import_from_the_current_folder()
         try:
             resolve_factory(factory)
         except (ImportError, ValueError) as exc:
@@ -164,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
         backend=backend,
         fsync=FSYNC_MODES[args.fsync],
         progress=args.progress,
+        task_timeout=timeout,
+        retry_failed=args.retry_failed,
     )
     try:
         summary = trio.run(cancelled_by_ctrl_c, fleet)
@@ -172,10 +207,27 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except ValueError as exc:
         return _usage(str(exc))
+    retried = f", {summary.retried:,} retried" if summary.retried else ""
     print(
         f"{summary.total:,} tasks: {summary.done:,} done now ({summary.failed:,} failed, "
-        f"{summary.resumed:,} resumed), {summary.skipped:,} done before; "
+        f"{summary.resumed:,} resumed{retried}), {summary.skipped:,} done before; "
         f"{summary.usage.total:,} tokens; {summary.wall_time:.1f} s"
     )
     print(f"results: {summary.results_path}")
-    return 1 if summary.failed else 0
+    if summary.still_failed:
+        print(
+            f"trio-agent fleet: {summary.still_failed:,} task(s) recorded failed in "
+            f"{summary.results_path}; run again with --retry-failed to retry them",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _import_from_the_current_folder() -> None:
+    """Put the current folder first on ``sys.path``, as ``python -m`` does, so that
+    ``--factory mymodule:build`` finds ``./mymodule.py`` (the ``trio-agent`` script's
+    own folder is what Python puts there otherwise)."""
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.insert(0, here)

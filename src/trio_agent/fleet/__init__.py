@@ -8,7 +8,11 @@
 
 Each task gets a JSONL transcript under ``out/transcripts/`` and one line in
 ``out/results.jsonl``; running the same fleet again skips finished tasks and resumes
-interrupted ones. ``backend=RayBackend(...)`` spreads the tasks over a Ray cluster
+interrupted ones (``retry_failed=True`` runs the failed ones again). One fleet at a time
+per output folder (``out/fleet.lock``). ``task_timeout`` bounds each task (reason
+``timeout``). When the fleet's own files cannot be written (a full disk, too many open
+files) it stops with :class:`StorageError`, leaving the task unrecorded for the next run.
+``backend=RayBackend(...)`` spreads the tasks over a Ray cluster
 (``pip install 'trio-agent[ray]'``; Ray is imported only when that backend runs).
 The implementation lives in private modules; this module re-exports the public names.
 """
@@ -24,6 +28,7 @@ from ._ray import RayBackend as RayBackend
 from ._task import Factory as Factory
 from ._task import FleetError as FleetError
 from ._task import FleetTask as FleetTask
+from ._task import StorageError as StorageError
 from ._task import TaskResult as TaskResult
 from ._task import TaskSetup as TaskSetup
 from ._task import load_tasks as load_tasks
@@ -41,6 +46,7 @@ __all__ = [
     "Job",
     "LocalBackend",
     "RayBackend",
+    "StorageError",
     "TaskResult",
     "TaskSetup",
     "demo_factory",

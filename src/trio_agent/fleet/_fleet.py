@@ -1,15 +1,24 @@
 """``run_fleet``: a set of tasks run to completion, results on disk, resumable.
 
-Theory of operation. The *driver* (the caller's trio loop) reads ``results.jsonl`` in the
-output folder, skips every task already there, hands the others to a *backend*, and
-appends one line per finished task to ``results.jsonl`` — it is that file's only writer,
-so a task is never recorded twice, whichever worker ran it or how often it was
-restarted. Workers only write their tasks' transcripts (see ``_worker``). The local
-backend runs the tasks in the driver's own loop; :class:`RayBackend` on a Ray cluster.
+Theory of operation. The *driver* (the caller's trio loop) locks the output folder
+(``fleet.lock``: one fleet per folder), reads ``results.jsonl`` there, skips every task
+already there, hands the others to a *backend*, and appends one line per finished task to
+``results.jsonl`` — it is that file's only writer, so a task is never recorded twice,
+whichever worker ran it or how often it was restarted (``retry_failed`` adds a second
+line for a failed task run again; the last line counts). Workers only write their tasks'
+transcripts (see ``_worker``). The local backend runs the tasks in the driver's own
+loop; :class:`RayBackend` on a Ray cluster.
+
+When the fleet's own storage fails (a transcript cannot be opened or written: too many
+open files, a full disk), the local backend starts no new task, lets the running ones
+finish and be recorded, and raises :class:`StorageError`: the task that hit the error is
+not recorded, so the next run resumes it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
 import time
@@ -19,11 +28,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
-from trio_agent import Usage
+from trio_agent import AgentUsageError, Usage
 
+from .._locked_file import names, open_locked, write_all
 from ._progress import Counters, show_progress
 from ._results import ResultsLog
-from ._task import Factory, FleetTask, TaskResult, load_tasks, task_from_json, transcript_relpath
+from ._task import (
+    Factory,
+    FleetError,
+    FleetTask,
+    StorageError,
+    TaskResult,
+    load_tasks,
+    task_from_json,
+    transcript_relpath,
+)
 from ._worker import FsyncMode, Job, resolve_factory, run_task
 
 if TYPE_CHECKING:
@@ -33,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["Backend", "FleetSummary", "LocalBackend", "Recorder", "run_fleet"]
 
 RESULTS_FILE = "results.jsonl"
+LOCK_FILE = "fleet.lock"
 
 
 class Recorder(Protocol):
@@ -61,6 +81,10 @@ class LocalBackend:
     runs at once (a ``CapacityLimiter``); tasks are taken from the iterator only as
     slots free up, so a million tasks never sit in memory as trio tasks.
 
+    A task whose transcript cannot be read or written (:class:`StorageError`) stops the
+    fleet: no new task starts, the running ones finish and are recorded, then the error
+    is raised; that task (and every one not started) is left for the next run.
+
     Attributes:
         concurrency: the most runs at once (default 64).
     """
@@ -72,12 +96,16 @@ class LocalBackend:
         factory = resolve_factory(job.factory)
         limiter = trio.CapacityLimiter(self.concurrency)
         counters = recorder.counters
+        stopped: list[StorageError] = []
 
         async def one(task: FleetTask, token: object) -> None:
             try:
                 counters.running += 1
                 try:
                     result = await run_task(task, factory, job, may_exist=recorder.may_exist(task))
+                except StorageError as exc:
+                    stopped.append(exc)
+                    return
                 finally:
                     counters.running -= 1
                 await recorder.record(result)
@@ -88,7 +116,33 @@ class LocalBackend:
             for task in tasks:
                 token = object()
                 await limiter.acquire_on_behalf_of(token)
+                if stopped:
+                    limiter.release_on_behalf_of(token)
+                    break
                 nursery.start_soon(one, task, token)
+        if stopped:
+            raise _storage_stop(stopped)
+
+
+def _storage_stop(errors: list[StorageError]) -> StorageError:
+    """The error a fleet stopped on: the first, with how many more and what to do."""
+    first = errors[0]
+    cause = first.__cause__
+    code = cause.errno if isinstance(cause, OSError) else None
+    hint = {
+        errno.EMFILE: "lower the concurrency or raise the open-file limit (ulimit -n)",
+        errno.ENFILE: "lower the concurrency (the system's open-file table is full)",
+        errno.ENOSPC: "free some disk space",
+        errno.EFBIG: "raise the file-size limit (ulimit -f)",
+    }.get(code or 0, "fix the cause")
+    more = f" (and {len(errors) - 1} more task(s) like it)" if len(errors) > 1 else ""
+    stop = StorageError(
+        f"{first}{more}. The fleet stopped: no new task was started, the running ones "
+        f"were recorded, and the tasks not recorded are left for the next run; {hint}, "
+        "then run the fleet again to resume them."
+    )
+    stop.__cause__ = cause if cause is not None else first
+    return stop
 
 
 @attrs.frozen(kw_only=True)
@@ -98,12 +152,18 @@ class FleetSummary:
     Attributes:
         out: the output folder.
         total: tasks in the input.
-        skipped: tasks already in ``results.jsonl`` (finished by an earlier run).
-        done: tasks finished by this run (``failed`` included).
-        failed: of those, how many ended with reason ``failed`` or ``error``.
+        skipped: tasks already in ``results.jsonl`` (finished by an earlier run) and not
+            run again.
+        done: tasks finished by this run (``failed`` and ``retried`` included).
+        failed: of those, how many failed (reason ``failed``, ``error`` or ``timeout``).
         resumed: of those, how many continued an interrupted transcript.
         usage: the tokens of this run's tasks (their whole runs).
         wall_time: seconds this call took.
+        retried: of ``done``, the tasks recorded failed before and run again
+            (``retry_failed``).
+        still_failed: tasks of this fleet whose last line in ``results.jsonl`` is a
+            failure — recorded by this run or an earlier one; ``retry_failed=True``
+            runs them again. ``trio-agent fleet`` exits 1 while it is not 0.
     """
 
     out: Path
@@ -114,6 +174,8 @@ class FleetSummary:
     resumed: int
     usage: Usage
     wall_time: float
+    retried: int = 0
+    still_failed: int = 0
 
     @property
     def results_path(self) -> Path:
@@ -128,9 +190,11 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one error of ``group`` that is not a ``Cancelled``, else the group itself."""
+    """The one error of ``group`` that is not a ``Cancelled``, else the group itself (a
+    ``results.jsonl`` that cannot be written fails every task recording at that moment
+    with the same error: it counts once)."""
     leaves = _leaves(group)
-    errors = [e for e in leaves if not isinstance(e, trio.Cancelled)]
+    errors = list({id(e): e for e in leaves if not isinstance(e, trio.Cancelled)}.values())
     if len(errors) == 1:
         return errors[0]
     if not errors:
@@ -139,12 +203,17 @@ def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 class _Driver:
-    def __init__(self, log: ResultsLog, counters: Counters, transcripts: set[str]) -> None:
+    def __init__(
+        self, log: ResultsLog, counters: Counters, transcripts: set[str], *, retry_failed: bool
+    ) -> None:
         self.log = log
         self.transcripts = transcripts
         self.counters = counters
         self.usage = [0, 0, 0, 0]
         self.seen: set[str] = set()
+        self.retry_failed = retry_failed
+        self.retrying: set[str] = set()  # recorded failed, handed out again, not back yet
+        self.retried = 0
         self.on_result: Callable[[TaskResult], Any] | None = None
 
     def may_exist(self, task: FleetTask) -> bool:
@@ -152,7 +221,10 @@ class _Driver:
 
     async def record(self, result: TaskResult) -> None:
         if result.id in self.log.done:
-            return  # already recorded (a backend handed it back twice): never a second line
+            if result.id not in self.retrying:
+                return  # already recorded (a backend handed it back twice): no second line
+            self.retrying.discard(result.id)
+            self.retried += 1
         await self.log.record(result)
         self.log.done.add(result.id)
         self.counters.finished(result)
@@ -176,9 +248,57 @@ class _Driver:
                 raise ValueError(f"task {number}: id {task.id!r} appears twice in the tasks")
             self.seen.add(task.id)
             if task.id in done:
-                self.counters.skipped += 1
-                continue
+                if not (self.retry_failed and task.id in self.log.failed):
+                    self.counters.skipped += 1
+                    continue
+                self.retrying.add(task.id)
             yield task
+
+    def still_failed(self) -> int:
+        """Tasks of this fleet whose last line in results.jsonl is a failure."""
+        seen = self.seen
+        return sum(1 for task_id in self.log.failed if task_id in seen)
+
+
+def _lock_folder(out_dir: Path) -> int:
+    """Lock ``out_dir/fleet.lock`` (created if missing) and write this process's id in
+    it; the fd holds the lock. Blocks (file I/O).
+
+    Raises:
+        FleetError: another process holds the lock (its pid in the message).
+        OSError: the file cannot be opened or written.
+    """
+    path = out_dir / LOCK_FILE
+    try:
+        fd, _ = open_locked(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except AgentUsageError:
+        try:
+            holder = path.read_text(encoding="ascii").strip() or "unknown"
+        except (OSError, ValueError):
+            holder = "unknown"
+        raise FleetError(
+            f"{out_dir} is in use by another fleet (pid {holder}): one fleet at a time per "
+            "output folder; wait for it to end (or stop it), or use another output folder"
+        ) from None
+    try:
+        os.ftruncate(fd, 0)
+        write_all(fd, f"{os.getpid()}\n".encode())  # at offset 0: the file was just opened
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _unlock_folder(fd: int, out_dir: Path) -> None:
+    """Remove the lock file, still holding its lock (a fleet that opened it meanwhile
+    finds it gone once it gets the lock, and opens a new one), then let go of it."""
+    path = out_dir / LOCK_FILE
+    try:
+        if names(fd, path):
+            with contextlib.suppress(OSError):
+                path.unlink()
+    finally:
+        os.close(fd)
 
 
 async def run_fleet(
@@ -192,6 +312,8 @@ async def run_fleet(
     progress: bool | None = None,
     progress_stream: TextIO | None = None,
     on_result: Callable[[TaskResult], Any] | None = None,
+    task_timeout: float | None = None,
+    retry_failed: bool = False,
 ) -> FleetSummary:
     """Run every task to its end; results in ``out/results.jsonl``, one transcript each.
 
@@ -200,6 +322,24 @@ async def run_fleet(
     interrupted ones from their transcripts, so a crash or a Ctrl-C loses no finished
     message and repeats no finished task (a task whose run had ended but whose result
     line was not yet written is recorded from its transcript without running again).
+
+    One fleet at a time per output folder: the call locks ``out/fleet.lock`` (which
+    holds its process id) until it returns; a second fleet on the same folder, in this
+    process or another, raises :class:`FleetError` naming the holder's pid. (No lock on
+    Windows.)
+
+    A task that fails — reason ``failed``, ``error`` or ``timeout`` — is recorded, and
+    skipped by later runs like any other, unless ``retry_failed``: then it runs again,
+    continued from its transcript where there is one (a run that ended on a model error
+    continues after it), and gets a second line in ``results.jsonl``; the last line of
+    a task is the one that counts (``FleetSummary.still_failed``).
+
+    The fleet's own storage failing is no task's failure: when a transcript cannot be
+    opened, read or written (too many open files, a full disk, a file-size limit, a
+    transcript another process holds), no new task starts, the running ones finish and
+    are recorded, and :class:`StorageError` is raised; the task that hit it is not
+    recorded, so the next run resumes it. If ``results.jsonl`` itself cannot be
+    written, the fleet stops at once (``StorageError``; what it holds stays whole).
 
     Args:
         tasks: :class:`FleetTask` s, JSON objects of the task format, or the path of a
@@ -220,6 +360,11 @@ async def run_fleet(
             default: when stderr is a terminal.
         progress_stream: where the progress line goes instead of stderr.
         on_result: called (in the driver's loop) with each result once it is on disk.
+        task_timeout: seconds one attempt at a task may take, its factory included;
+            then it ends with reason ``timeout`` (a normal end: the transcript paired,
+            ``AgentEnd`` last, see ``LoopConfig.run_timeout``), counts as failed and is
+            run again by ``retry_failed``. None (default): no bound.
+        retry_failed: run the tasks recorded failed again (see above).
 
     Cancellation (Ctrl-C): running tasks are cancelled, each pairs its transcript with
     ``aborted`` results and closes it; results already handed to the driver are written
@@ -228,42 +373,59 @@ async def run_fleet(
 
     Raises:
         ValueError: a task that does not read as one, an id seen twice (tasks before it
-            keep their results), an unreadable ``results.jsonl``, a bad factory string.
-        ImportError: the factory's module cannot be imported.
-        OSError: the output folder or ``results.jsonl`` cannot be written.
-        FleetError: (Ray) every worker died and the rest cannot run.
+            keep their results), an unreadable ``results.jsonl``, a bad factory string,
+            a ``task_timeout`` that is not a number of seconds above zero.
+        ImportError: the factory's module cannot be imported (or raised on import).
+        FleetError: another fleet holds the output folder; (Ray) every worker died and
+            the rest cannot run.
+        StorageError: a transcript or ``results.jsonl`` could not be written (see above).
+        OSError: the output folder cannot be created.
     """
     started = time.perf_counter()
     out_dir = Path(out)
+    job = Job(
+        factory=factory,
+        out=out_dir,
+        fsync=fsync,
+        task_timeout=task_timeout,
+        retry_failed=retry_failed,
+    )
     if isinstance(tasks, str | os.PathLike):
         tasks = await trio.to_thread.run_sync(load_tasks, tasks)
     if backend is None:
         backend = LocalBackend(concurrency)
-    job = Job(factory=factory, out=out_dir, fsync=fsync)
     if isinstance(backend, LocalBackend):
         resolve_factory(factory)  # a bad factory string fails before anything runs
 
-    def prepare() -> tuple[ResultsLog, set[str]]:
+    def prepare() -> tuple[int, ResultsLog, set[str]]:
         folder = out_dir / "transcripts"
         folder.mkdir(parents=True, exist_ok=True)
-        return ResultsLog.open_sync(out_dir / RESULTS_FILE), set(os.listdir(folder))
-
-    log, transcripts = await trio.to_thread.run_sync(prepare)
-    with log:
-        counters = Counters()
-        driver = _Driver(log, counters, transcripts)
-        driver.on_result = on_result
-        stream = progress_stream if progress_stream is not None else sys.stderr
-        if progress is None:
-            progress = bool(getattr(stream, "isatty", lambda: False)())
+        lock = _lock_folder(out_dir)
         try:
-            async with trio.open_nursery() as nursery:
-                if progress:
-                    nursery.start_soon(show_progress, counters, stream)
-                await backend.run(driver.pending(tasks), job, driver)
-                nursery.cancel_scope.cancel()
-        except BaseExceptionGroup as group:
-            raise _single(group) from None
+            return lock, ResultsLog.open_sync(out_dir / RESULTS_FILE), set(os.listdir(folder))
+        except BaseException:
+            _unlock_folder(lock, out_dir)
+            raise
+
+    lock, log, transcripts = await trio.to_thread.run_sync(prepare)
+    try:
+        with log:
+            counters = Counters()
+            driver = _Driver(log, counters, transcripts, retry_failed=retry_failed)
+            driver.on_result = on_result
+            stream = progress_stream if progress_stream is not None else sys.stderr
+            if progress is None:
+                progress = bool(getattr(stream, "isatty", lambda: False)())
+            try:
+                async with trio.open_nursery() as nursery:
+                    if progress:
+                        nursery.start_soon(show_progress, counters, stream)
+                    await backend.run(driver.pending(tasks), job, driver)
+                    nursery.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                raise _single(group) from None
+    finally:
+        _unlock_folder(lock, out_dir)
     u = driver.usage
     return FleetSummary(
         out=out_dir,
@@ -276,4 +438,6 @@ async def run_fleet(
             input_tokens=u[0], output_tokens=u[1], cache_read_tokens=u[2], cache_write_tokens=u[3]
         ),
         wall_time=time.perf_counter() - started,
+        retried=driver.retried,
+        still_failed=driver.still_failed(),
     )

@@ -44,7 +44,7 @@ import trio
 from trio_agent import Usage
 
 from .._util import seconds
-from ._task import FAILED, FleetError, FleetTask, TaskResult, transcript_relpath
+from ._task import FAILED, FleetError, FleetTask, StorageError, TaskResult, transcript_relpath
 from ._worker import Job, resolve_factory, run_task
 
 if TYPE_CHECKING:
@@ -88,19 +88,33 @@ class FleetWorker:
 
     def run_chunk(self, tasks: list[FleetTask]) -> list[TaskResult]:
         """Run ``tasks`` in the actor's trio loop; blocks the calling thread until every
-        one has a result (several calls may run at once, sharing the limiter)."""
+        one has a result (several calls may run at once, sharing the limiter).
+
+        Raises:
+            StorageError: a task's transcript could not be read or written; raised once
+                every other task of the chunk has ended (their results are not returned:
+                their transcripts hold them, for the next run of the fleet).
+        """
         return trio.from_thread.run(self._chunk, tasks, trio_token=self._token)
 
     async def _chunk(self, tasks: list[FleetTask]) -> list[TaskResult]:
         results: list[TaskResult | None] = [None] * len(tasks)
+        storage: list[StorageError] = []
 
         async def one(i: int, task: FleetTask) -> None:
             async with self._limiter:
-                results[i] = await run_task(task, self._factory, self._job)
+                try:
+                    results[i] = await run_task(task, self._factory, self._job)
+                except StorageError as exc:
+                    storage.append(exc)  # the other tasks of the chunk finish first
 
         async with trio.open_nursery() as nursery:
             for i, task in enumerate(tasks):
                 nursery.start_soon(one, i, task)
+        if storage:
+            # The fleet stops; the chunk's finished runs are rebuilt from their
+            # transcripts by the next run of the fleet, without running again.
+            raise storage[0]
         return [r for r in results if r is not None]
 
     def stop(self) -> None:

@@ -4,18 +4,24 @@ Each line is written whole with one ``write`` to a file opened for appending, an
 file is fsynced before the tasks it records count as done (lines that finish together
 share one write and one fsync: a group commit). A crash can leave one torn last line: it
 is ignored when the file is read, and cut off when it is opened again, so the task it was
-about is simply run (or rebuilt from its transcript) again.
+about is simply run (or rebuilt from its transcript) again. A write that fails (a full
+disk) is cut back off at once, and the file takes no more lines: what it holds stays
+whole lines.
+
+A task run again by ``retry_failed`` gets a second line; its last line is the one that
+counts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._task import TaskResult
+from ._task import StorageError, TaskResult
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -23,11 +29,13 @@ if TYPE_CHECKING:
 __all__ = ["ResultsLog"]
 
 
-def _read(fd: int, where: str) -> tuple[set[str], int]:
-    """The ids of the results in the file, and the size to append at (a torn tail cut off)."""
+def _read(fd: int, where: str) -> tuple[set[str], set[str], int]:
+    """The ids of the results in the file, those whose last line is a failure, and the
+    size to append at (a torn tail cut off)."""
     size = os.fstat(fd).st_size
     data = os.pread(fd, size, 0) if size else b""
     results: set[str] = set()
+    failed: set[str] = set()
     lines = data.split(b"\n")
     tail = lines.pop()  # b"" when the file ends with a newline, else an unfinished line
     keep = size - len(tail)
@@ -44,18 +52,28 @@ def _read(fd: int, where: str) -> tuple[set[str], int]:
                 "fix or remove that line to go on"
             ) from None
         results.add(result.id)
-    return results, keep
+        if result.failed:
+            failed.add(result.id)
+        else:
+            failed.discard(result.id)
+    return results, failed, keep
 
 
 class ResultsLog:
     """The results file of a fleet, opened for appending. Use :meth:`open`."""
 
-    def __init__(self, path: Path, fd: int, done: set[str]) -> None:
+    def __init__(self, path: Path, fd: int, done: set[str], failed: set[str], size: int) -> None:
         self.path = path
         self._fd: int | None = fd
         self.done = done
         """The ids of the tasks recorded in the file (read when opened, then added to)."""
+        self.failed = failed
+        """The ids whose last line in the file is a failure (see ``TaskResult.failed``)."""
+        self._size = size
         self._pending: list[bytes] = []
+        self._queued = 0  # lines handed to record() so far
+        self._written = 0  # of those, lines on disk
+        self._broken: StorageError | None = None
         self._lock = trio.Lock()
 
     @classmethod
@@ -68,14 +86,14 @@ class ResultsLog:
         """
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
-            done, keep = _read(fd, os.fspath(path))
+            done, failed, keep = _read(fd, os.fspath(path))
             if keep < os.fstat(fd).st_size:
                 os.ftruncate(fd, keep)
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, done)
+        return cls(path, fd, done, failed, keep)
 
     async def record(self, result: TaskResult) -> None:
         """Append ``result``'s line and fsync; returns once the line is on disk.
@@ -85,27 +103,47 @@ class ResultsLog:
         result handed over is never half-recorded by a Ctrl-C.
 
         Raises:
-            OSError: the write failed (the fleet stops; what was written stays).
+            StorageError: the write failed, this time or before (a full disk): the file
+                was cut back to its last whole line and takes no more lines; the fleet
+                stops, and the tasks not recorded run again next time.
         """
         self._pending.append(
             json.dumps(result.to_json(), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         )
+        self._queued += 1
+        mine = self._queued
         with trio.CancelScope(shield=True):
             async with self._lock:
-                if not self._pending:
-                    return  # an earlier holder of the lock wrote our line
-                batch, self._pending = b"".join(self._pending), []
-                await trio.to_thread.run_sync(self._write, batch)
+                # Unless an earlier holder of the lock wrote our line with its own:
+                if mine > self._written:
+                    if self._broken is not None:
+                        raise self._broken
+                    count = len(self._pending)
+                    batch, self._pending = b"".join(self._pending), []
+                    await trio.to_thread.run_sync(self._write, batch)
+                    self._written += count
+        if result.failed:
+            self.failed.add(result.id)
+        else:
+            self.failed.discard(result.id)
 
     def _write(self, data: bytes) -> None:
         fd = self._fd
         if fd is None:
             raise trio.ClosedResourceError("the results file is closed")
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        except OSError as exc:
+            # A line cut short would make the next line unreadable: cut it back off.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self._size)
+            broken = self._broken = StorageError(f"cannot write {self.path}: {exc}")
+            raise broken from exc
+        self._size += len(data)
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

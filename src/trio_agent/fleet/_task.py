@@ -38,6 +38,7 @@ __all__ = [
     "Factory",
     "FleetError",
     "FleetTask",
+    "StorageError",
     "TaskResult",
     "TaskSetup",
     "load_tasks",
@@ -47,6 +48,10 @@ __all__ = [
 
 FAILED: Final = "failed"
 """The reason of a task whose set-up or run raised (``error`` says what)."""
+TIMEOUT: Final = "timeout"
+"""The reason of a task that took longer than the fleet's ``task_timeout``."""
+RETRIED_REASONS: Final = frozenset({FAILED, "error", TIMEOUT})
+"""The reasons that count as failed: the exit code says so, ``retry_failed`` reruns them."""
 
 
 class FleetError(TrioAgentError):
@@ -54,7 +59,21 @@ class FleetError(TrioAgentError):
     running the fleet again resumes the rest."""
 
 
+class StorageError(FleetError):
+    """The fleet's own files could not be read or written: a transcript, or
+    ``results.jsonl`` (a full disk, too many open files, a file-size limit, a transcript
+    another process holds). Not the task's failure: the task is left unrecorded, so the
+    next run resumes it; the fleet stops. ``__cause__`` is the original error."""
+
+
+# Ids used as file names as they are: up to 100 letters, digits, ".", "_", "-", not
+# starting with "." or "-".
 _SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+# Every name the hashed form makes: a cleaned-up stem of 1-60 of those characters and a
+# "-", or nothing, then 16 hex digits. A safe id of this shape would share its file with
+# the id it looks like the name of ("a_b-c8687a08aa5d6ed2" is the name of "a b"): such
+# ids are hashed too, so the two sets of names never meet.
+_HASHED_NAME = re.compile(r"(?:[A-Za-z0-9._-]{1,60}-)?[0-9a-f]{16}")
 
 
 def _check_id(instance: Any, attribute: Any, value: Any) -> None:
@@ -121,12 +140,13 @@ class TaskResult:
     Attributes:
         id: the task's id.
         reason: how its run ended (``stop``, ``error``, ``max_steps``... as
-            ``AgentRunResult.reason``), or ``failed`` when the factory or the run raised.
+            ``AgentRunResult.reason``), ``failed`` when the factory or the run raised,
+            ``timeout`` when the attempt took longer than the fleet's ``task_timeout``.
         steps: model requests made, over every resumption.
         usage: tokens of every reply of the run, over every resumption.
         wall_time: seconds of the last attempt (set-up included).
-        error: the model's error message (reason ``error``) or the exception
-            (``failed``), else None.
+        error: the model's error message (reason ``error``), the exception
+            (``failed``), what timed out (``timeout``), else None.
         transcript: the JSONL transcript's path, relative to the output folder.
         resumed: True when the run continued an interrupted transcript.
     """
@@ -142,8 +162,9 @@ class TaskResult:
 
     @property
     def failed(self) -> bool:
-        """True when the run raised or ended on a model error."""
-        return self.reason in (FAILED, "error")
+        """True when the run raised, ended on a model error or timed out (what
+        ``retry_failed`` runs again)."""
+        return self.reason in RETRIED_REASONS
 
     def to_json(self) -> dict[str, Any]:
         """The result as a ``results.jsonl`` line holds it (JSON data)."""
@@ -181,10 +202,20 @@ def transcript_relpath(task_id: str) -> str:
     """Where a task's transcript goes, relative to the output folder.
 
     Ids made of letters, digits, ``.``, ``_`` and ``-`` (up to 100, not starting with a
-    dot) are used as they are; any other id becomes a cleaned-up prefix plus a hash of the
-    id, so that two ids never share a file.
+    dot or a dash) are used as they are; any other id becomes a cleaned-up prefix, a
+    ``-`` and 16 hex digits of the SHA-256 of the id (``"a b"`` →
+    ``a_b-c8687a08aa5d6ed2``). An id that itself has that shape (up to 60 characters, a
+    ``-``, 16 lowercase hex digits; or the 16 digits alone) is hashed too, so no id is
+    ever named like another one's hashed form: two ids share a file only if 64 bits of
+    their SHA-256 are equal. (Ids that differ only in letter case share a file on a
+    case-insensitive file system.)
+
+    Output folders written before ids of that shape were hashed keep working: every
+    other id has the name it had. A task with such an id that was interrupted then
+    starts over under its new name (one already in ``results.jsonl`` is skipped as
+    before, its line naming the old file).
     """
-    if _SAFE_ID.fullmatch(task_id):
+    if _SAFE_ID.fullmatch(task_id) and not _HASHED_NAME.fullmatch(task_id):
         name = task_id
     else:
         digest = hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]

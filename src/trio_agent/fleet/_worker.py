@@ -17,7 +17,9 @@ alone. :func:`run_task` looks at the transcript first:
   result, the file is rewritten if that changed it, a ``CustomMessage`` of kind
   ``trio_agent.fleet.resume`` is appended (so the context ends where a run may continue,
   also after an aborted reply, which the providers leave out), and the run continues with
-  what it has left: the steps, and of each token budget the tokens not yet used.
+  what it has left: the steps, and of each token budget the tokens not yet used. With
+  ``Job.retry_failed``, a transcript ending in an ``error`` reply is continued this way
+  too, instead of being recorded as that error again.
 
 So every limit of the task's ``LoopConfig`` counts across resumptions: however often a
 task is interrupted and resumed, its run as a whole makes no more requests and spends no
@@ -25,22 +27,35 @@ more tokens than one uninterrupted run with that config would.
 
 Every message a run finishes is appended to the transcript before the run goes on, so
 however the worker dies, no finished message is lost, and a rerun picks up after it.
+
+The transcript is the fleet's own storage: when it cannot be read or written (a full
+disk, too many open files, a file another process holds), that is no failure of the
+task — :func:`run_task` raises :class:`StorageError` and records nothing, so the next
+run of the fleet resumes the task. A transcript is never removed: one to start over is
+rewritten under its lock, which a transcript open in another process refuses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.util
 import inspect
+import math
+import os
 import time
+import traceback
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 import trio
 
 from trio_agent import (
     AgentRunError,
+    AgentRunResult,
+    AgentUsageError,
     AssistantMessage,
     Context,
     CustomMessage,
@@ -58,10 +73,22 @@ from trio_agent import (
 
 from .._messages import sum_usage
 from .._policy import over_budget
-from ._task import FAILED, Factory, FleetTask, TaskResult, TaskSetup, transcript_relpath
+from .._util import seconds
+from ._task import (
+    FAILED,
+    TIMEOUT,
+    Factory,
+    FleetTask,
+    StorageError,
+    TaskResult,
+    TaskSetup,
+    transcript_relpath,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
+
+T = TypeVar("T")
 
 __all__ = ["RESUME_KIND", "Job", "resolve_factory", "run_task"]
 
@@ -74,18 +101,32 @@ _FINISHED_REPLY = {"stop": "stop", "length": "length", "error": "error"}
 
 
 def resolve_factory(factory: Factory | str) -> Factory:
-    """A factory, or the function a ``"module:function"`` string names (imported now).
+    """A factory, or the function a ``"module:function"`` string names (imported now,
+    from ``sys.path`` as it is: the command line puts the current folder first).
 
     Raises:
         ValueError: a string that is not ``module:function``, or names nothing callable.
-        ImportError: the module cannot be imported.
+        ImportError: the module cannot be imported — not found, or its code raised
+            while it was imported (any exception: the message names it and the line of
+            the module where it happened; the original is the ``__cause__``).
     """
     if not isinstance(factory, str):
         return factory
     module_name, sep, attr = factory.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"a factory string is 'module:function', got {factory!r}")
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ImportError(
+            f"cannot import {module_name!r} for the factory {factory!r}: {exc} (is it in "
+            "the current folder or on PYTHONPATH?)"
+        ) from exc
+    except Exception as exc:  # the module's own code may raise anything
+        raise ImportError(
+            f"cannot import {module_name!r} for the factory {factory!r}: "
+            f"{type(exc).__name__}: {exc}{_where(exc, module_name)}"
+        ) from exc
     value: Any = module
     for part in attr.split("."):
         try:
@@ -98,6 +139,26 @@ def resolve_factory(factory: Factory | str) -> Factory:
     return fn
 
 
+def _where(exc: BaseException, module_name: str) -> str:
+    """`` (path/module.py, line N)``: the last line of the module ``module_name`` (or of
+    a module beside it that it imported) that ``exc`` went through, skipping the import
+    machinery and installed libraries (also a virtualenv inside the project); "" if
+    none (a ``SyntaxError`` names its line itself)."""
+    try:  # a top-level name: finding it runs nothing
+        spec = importlib.util.find_spec(module_name.partition(".")[0])
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
+        return ""
+    base = os.path.dirname(spec.origin) + os.sep
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        name = frame.filename
+        installed = f"{os.sep}site-packages{os.sep}" in name
+        if name.startswith(base) and not installed:
+            return f" ({name}, line {frame.lineno})"
+    return ""
+
+
 @attrs.frozen(kw_only=True)
 class Job:
     """What every worker of a fleet shares (picklable when the factory is).
@@ -106,11 +167,17 @@ class Job:
         factory: builds a task's set-up (a callable or ``"module:function"``).
         out: the output folder (shared storage when workers are on several machines).
         fsync: the transcripts' ``JsonlTranscript.fsync`` mode.
+        task_timeout: seconds one attempt at a task may take (factory and run); then it
+            ends with reason ``timeout``. None: no bound.
+        retry_failed: continue a transcript that ended in an ``error`` reply instead of
+            recording that error again (the fleet runs failed tasks again).
     """
 
     factory: Factory | str
     out: Path = attrs.field(converter=Path)
     fsync: FsyncMode = "turn"
+    task_timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
+    retry_failed: bool = False
 
 
 _UNBEGUN = LoadedTranscript(messages=())
@@ -162,6 +229,47 @@ def _result(
     )
 
 
+def _storage_error(path: Path, exc: BaseException) -> StorageError:
+    if isinstance(exc, AgentUsageError):  # the transcript's lock is held
+        what = "is open in another process (a fleet still running on this folder?)"
+        return StorageError(f"the transcript {path} {what}: {exc}")
+    return StorageError(f"cannot write or read the transcript {path}: {exc}")
+
+
+async def _on_disk(path: Path, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, a blocking operation on the transcript at ``path``, in a thread;
+    its failure is a :class:`StorageError` (the fleet's storage, not the task, failed)."""
+    try:
+        return await trio.to_thread.run_sync(fn, *args)
+    except (OSError, AgentUsageError) as exc:
+        raise _storage_error(path, exc) from exc
+
+
+@contextlib.asynccontextmanager
+async def _open_transcript(path: Path, job: Job) -> AsyncIterator[JsonlTranscript]:
+    """The task's :class:`JsonlTranscript`, open; a failure of its file — opening,
+    writing (also as the run's sink), closing — is a :class:`StorageError`."""
+    transcript = JsonlTranscript(path, fsync=job.fsync)
+    try:
+        await transcript.__aenter__()
+    except (OSError, AgentUsageError) as exc:
+        raise _storage_error(path, exc) from exc
+    try:
+        yield transcript
+    except AgentRunError:
+        broken = transcript.write_error
+        if broken is not None:  # the run failed because its transcript could not write
+            raise _storage_error(path, broken) from broken
+        raise
+    except (OSError, trio.BrokenResourceError) as exc:
+        raise _storage_error(path, exc) from exc
+    finally:
+        try:
+            await transcript.aclose()
+        except OSError as exc:
+            raise _storage_error(path, exc) from exc
+
+
 async def run_task(
     task: FleetTask, factory: Factory, job: Job, *, may_exist: bool = True
 ) -> TaskResult:
@@ -169,29 +277,44 @@ async def run_task(
 
     A checkpoint. Never raises for the task's own failures: the factory raising, the run
     raising (``AgentRunError``), an unreadable transcript — each becomes a result with
-    reason ``failed`` and the exception in ``error``. If cancelled, the run pairs its
-    transcript (aborted results) as ``run_agent_loop`` does, the file is closed, and
-    ``Cancelled`` propagates with no result: a later run of the fleet resumes the task.
+    reason ``failed`` and the exception in ``error``. With ``job.task_timeout``, an
+    attempt that takes longer (factory included) ends with reason ``timeout``: a run is
+    ended by its ``LoopConfig.run_timeout`` (the transcript paired, ``AgentEnd`` last),
+    a factory still running is cancelled. If cancelled, the run pairs its transcript
+    (aborted results) as ``run_agent_loop`` does, the file is closed, and ``Cancelled``
+    propagates with no result: a later run of the fleet resumes the task.
 
     ``may_exist=False`` says the caller knows the transcript does not exist yet (the
     driver listed the folder before handing the task out): one file look-up is saved.
+
+    Raises:
+        StorageError: the transcript could not be read or written (see the module
+            docstring); no result: the task is to be run again later.
     """
     started = time.perf_counter()
+    deadline = math.inf if job.task_timeout is None else trio.current_time() + job.task_timeout
     path = job.out / transcript_relpath(task.id)
     own = len(task.messages)
     history: tuple[Message, ...] = ()
     torn = existed = False
     try:
-        loaded = await trio.to_thread.run_sync(_load, path) if may_exist else None
+        loaded = await _on_disk(path, _load, path) if may_exist else None
         if loaded is not None:
             existed = True
             if loaded is not _UNBEGUN:
                 history = loaded.messages
                 torn = not loaded.whole
-        setup = await _setup(factory, task)
+        with trio.move_on_at(deadline) as scope:
+            setup = await _setup(factory, task)
+        left = deadline - trio.current_time()
+        if scope.cancelled_caught or left <= 0:
+            return _timed_out(task, job, (), started, deadline=deadline)
         config = setup.config or LoopConfig()
+        if left < (config.run_timeout or math.inf):
+            config = attrs.evolve(config, run_timeout=left)
         if len(history) <= own:
-            return await _fresh(task, setup, config, job, path, started, existed=existed)
+            result = await _fresh(task, setup, config, job, path, existed=existed)
+            return _ended(task, job, result, (), started, deadline=deadline)
         repaired = repair(history)
         run_part = repaired[own:]
         steps = sum(1 for m in run_part if type(m) is AssistantMessage)
@@ -200,22 +323,23 @@ async def run_task(
             type(last) is AssistantMessage
             and not last.tool_calls
             and last.stop_reason in _FINISHED_REPLY
+            and not (job.retry_failed and last.stop_reason == "error")
         ):
             reason = _FINISHED_REPLY[last.stop_reason]
             return _result(task, reason, run_part, started, error=last.error_message)
-        left = _limits_left(config, run_part, steps)
-        if isinstance(left, str):
-            return _result(task, left, run_part, started)
+        limited = _limits_left(config, run_part, steps)
+        if isinstance(limited, str):
+            return _result(task, limited, run_part, started)
         if torn or repaired != history:
-            await trio.to_thread.run_sync(
-                partial(write_transcript, path, repaired, fsync=job.fsync is not False)
+            await _on_disk(
+                path, partial(write_transcript, path, repaired, fsync=job.fsync is not False)
             )
         marker = CustomMessage(
             kind=RESUME_KIND,
             content="resumed after an interruption",
             details={"steps_before": steps, "repaired_calls": len(repaired) - len(history)},
         )
-        async with JsonlTranscript(path, fsync=job.fsync) as transcript:
+        async with _open_transcript(path, job) as transcript:
             await transcript.write_messages((marker,))
             result = await run_agent_loop(
                 [],
@@ -225,17 +349,12 @@ async def run_task(
                     tools=setup.tools,
                 ),
                 setup.model,
-                left,
+                limited,
                 on_event=transcript,
             )
-        return _result(
-            task,
-            result.reason,
-            (*run_part, *result.messages),
-            started,
-            error=result.error_message,
-            resumed=True,
-        )
+        return _ended(task, job, result, run_part, started, deadline=deadline, resumed=True)
+    except StorageError:
+        raise
     except Exception as exc:  # the user's factory, model or tools may raise anything
         return _failed(task, exc, started)
 
@@ -277,6 +396,41 @@ def _limits_left(
     )
 
 
+def _ended(
+    task: FleetTask,
+    job: Job,
+    result: AgentRunResult,
+    before: Sequence[Message],
+    started: float,
+    *,
+    deadline: float,
+    resumed: bool = False,
+) -> TaskResult:
+    """The result of a run that ended, after the ``before`` messages of earlier runs."""
+    messages = (*before, *result.messages)
+    if result.reason == TIMEOUT:
+        return _timed_out(task, job, messages, started, deadline=deadline, resumed=resumed)
+    return _result(
+        task, result.reason, messages, started, error=result.error_message, resumed=resumed
+    )
+
+
+def _timed_out(
+    task: FleetTask,
+    job: Job,
+    messages: Sequence[Message],
+    started: float,
+    *,
+    deadline: float,
+    resumed: bool = False,
+) -> TaskResult:
+    if trio.current_time() >= deadline:
+        why = f"the task took longer than its task_timeout of {job.task_timeout:g}s"
+    else:
+        why = "the run took longer than its LoopConfig.run_timeout"
+    return _result(task, TIMEOUT, messages, started, error=why, resumed=resumed)
+
+
 def _failed(task: FleetTask, exc: Exception, started: float) -> TaskResult:
     messages: Sequence[Message] = ()
     if isinstance(exc, AgentRunError) and exc.result is not None:
@@ -290,15 +444,18 @@ async def _fresh(
     config: LoopConfig,
     job: Job,
     path: Path,
-    started: float,
     *,
     existed: bool,
-) -> TaskResult:
-    if existed:  # a header and part of the task's own messages: start over
-        await trio.to_thread.run_sync(path.unlink)
+) -> AgentRunResult:
     prompts = [UserMessage.text(task.prompt)] if task.prompt is not None else []
-    async with JsonlTranscript(path, fsync=job.fsync) as transcript:
-        if task.messages:
+    if existed:
+        # A header and part of the task's own messages: start over by rewriting the file
+        # under its lock (refused while another process has it open: never removed).
+        await _on_disk(
+            path, partial(write_transcript, path, task.messages, fsync=job.fsync is not False)
+        )
+    async with _open_transcript(path, job) as transcript:
+        if task.messages and not existed:
             await transcript.write_messages(task.messages)
         result = await run_agent_loop(
             prompts,
@@ -307,4 +464,4 @@ async def _fresh(
             config,
             on_event=transcript,
         )
-    return _result(task, result.reason, result.messages, started, error=result.error_message)
+    return result

@@ -490,7 +490,7 @@ def _queues(
                 f"delivered then undelivered "
                 f"{[_label(m) for m in (*delivered, *undelivered)]}"
             )
-    cut_short = ("aborted", "error", "max_steps", "usage_limit")
+    cut_short = ("aborted", "error", "max_steps", "usage_limit", "timeout")
     if events and result.undelivered and result.reason not in cut_short:
         # Only an end that cuts the run short may leave messages undelivered.
         out.append(

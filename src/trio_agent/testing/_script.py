@@ -61,6 +61,7 @@ class Script(Scenario):
         continue_after_length: ``LoopConfig.continue_after_length``.
         max_output_tokens: ``LoopConfig.max_output_tokens`` (each reply reports 10
             output tokens).
+        run_timeout: ``LoopConfig.run_timeout`` (virtual seconds after the start).
         arrivals: steering and follow-up messages queued during the run.
         steering_mode: how many steering messages one poll takes (``one_at_a_time``
             or ``all``).

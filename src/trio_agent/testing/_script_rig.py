@@ -242,6 +242,7 @@ class ScriptRig:
             tool_timeout=script.tool_timeout,
             continue_after_length=script.continue_after_length,
             max_output_tokens=script.max_output_tokens,
+            run_timeout=script.run_timeout,
             get_steering_messages=lambda: self._poll("steer"),
             get_follow_up_messages=lambda: self._poll("follow_up"),
             **hooks,

@@ -126,6 +126,20 @@ class ScriptRun:
                     f"[4 steps] {len(late)} request(s) at or after the deadline "
                     f"t={seconds(self.script.deadline)}"
                 )
+        # 4: so does the run's own run_timeout, which alone ends a run "timeout".
+        timeout = self.script.run_timeout
+        if timeout is not None:
+            late = [t for t in self.request_times if t >= timeout]
+            if late:
+                out.append(
+                    f"[4 steps] {len(late)} request(s) at or after the run_timeout "
+                    f"t={seconds(timeout)}"
+                )
+        if self.result.reason == "timeout" and (
+            # (virtual times are float differences: a hair of rounding is allowed)
+            timeout is None or (self.events and self.event_times[-1] < timeout - 1e-9)
+        ):
+            out.append("[2 events] the run ended 'timeout' before its run_timeout")
         # 6: each queue is FIFO: taken, then still queued, is what arrived.
         for q in ("steer", "follow_up"):
             if (*self.taken[q], *self.still_queued[q]) != self.arrived[q]:

@@ -272,7 +272,8 @@ def hook_failures() -> st.SearchStrategy[HookFailure]:
 
 def limit_settings() -> st.SearchStrategy[dict[str, Any]]:
     """``LoopConfig`` limits: ``max_steps``, sequential execution, ``max_concurrency``,
-    ``continue_after_length``, ``max_output_tokens`` (as ``Script`` keyword arguments)."""
+    ``continue_after_length``, ``max_output_tokens``, ``run_timeout`` (as ``Script``
+    keyword arguments)."""
     return st.fixed_dictionaries(
         {
             "max_steps": st.sampled_from([32, 1, 2, 3, 5]),
@@ -280,6 +281,7 @@ def limit_settings() -> st.SearchStrategy[dict[str, Any]]:
             "max_concurrency": st.none() | st.integers(1, 3),
             "continue_after_length": st.booleans(),
             "max_output_tokens": st.none() | st.sampled_from([10, 25]),
+            "run_timeout": st.none() | st.sampled_from(_DEADLINES),
         }
     )
 

@@ -400,6 +400,7 @@ class Scenario:
     max_concurrency: int | None = None
     continue_after_length: bool = False
     max_output_tokens: int | None = None
+    run_timeout: float | None = None
     arrivals: tuple[Arrival, ...] = attrs.field(default=(), converter=_tuple)
     steering_mode: QueueMode = "one_at_a_time"
     follow_up_mode: QueueMode = "one_at_a_time"
@@ -441,6 +442,7 @@ class Scenario:
             "tool_timeout",
             "max_concurrency",
             "max_output_tokens",
+            "run_timeout",
             "chunk_size",
         ):
             value = getattr(self, name)
