@@ -132,6 +132,14 @@ def die(message: str) -> str:
 
 
 @app.tool()
+def spawn() -> int:
+    """Start a child process that sleeps for a minute (and is not waited for); its pid."""
+    import subprocess
+
+    return subprocess.Popen(["sleep", "60"]).pid
+
+
+@app.tool()
 def getenv(name: str) -> str:
     """The value of an environment variable of the server, or ``(unset)``."""
     return os.environ.get(name, "(unset)")

@@ -97,6 +97,7 @@ TOOL_NAMES = [
     "table",
     "shout",
     "die",
+    "spawn",
     "getenv",
     "pid",
     "grow",
@@ -363,6 +364,18 @@ async def test_a_server_that_does_not_start_is_a_clear_error(tmp_path: Path) -> 
             async with open_mcp_tools(stdio_server(tmp_path / "s.log"), quitter):
                 pass
         assert children_of(os.getpid()) == before
+
+
+async def test_what_a_server_started_goes_with_it(tmp_path: Path) -> None:
+    # A server that exits when its stdin closes, leaving a child it started behind: the
+    # child is in the server's process group, which is killed when the block is left.
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(stdio_server(tmp_path / "s.log")) as mcp:
+            child = int(only_text(await mcp.servers[0].call("spawn", {})))
+            assert alive(child)
+    with trio.fail_after(5):  # SIGKILL was sent when the block was left; it lands at once
+        while alive(child):  # noqa: ASYNC110 - another process's state
+            await trio.sleep(0.01)
 
 
 def test_ctrl_c_leaves_no_server_process(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ Incoming = SessionMessage | Exception  # what the SDK's session reads
 if TYPE_CHECKING:
     Streams = tuple[MemoryObjectReceiveStream[Incoming], MemoryObjectSendStream[SessionMessage]]
 
-_CHUNK = 1024 * 1024
+_CHUNK = 64 * 1024  # a pipe holds 64 KiB; a bigger read buffer only costs allocation
 _WRITER_FLUSH = 0.5
 _EXIT_GRACE = 2.0  # after stdin closes, then again after SIGTERM and after SIGKILL
 _STDERR_DRAIN = 0.5  # after the server exited, for the last of its stderr
