@@ -38,6 +38,7 @@ from mcpkit import (
     stdio_server,
     text,
     wait_for_line,
+    wait_gone,
 )
 from trio_agent import (
     Context,
@@ -373,9 +374,8 @@ async def test_what_a_server_started_goes_with_it(tmp_path: Path) -> None:
         async with open_mcp_tools(stdio_server(tmp_path / "s.log")) as mcp:
             child = int(only_text(await mcp.servers[0].call("spawn", {})))
             assert alive(child)
-    with trio.fail_after(5):  # SIGKILL was sent when the block was left; it lands at once
-        while alive(child):  # noqa: ASYNC110 - another process's state
-            await trio.sleep(0.01)
+    # SIGKILL was sent when the block was left; it lands at once.
+    await wait_gone(child, seconds=5)
 
 
 def test_ctrl_c_leaves_no_server_process(tmp_path: Path) -> None:
