@@ -897,3 +897,22 @@ def test_stdout_lines_split_anywhere_come_out_whole(cuts: list[int]) -> None:
     got, noise_lines = trio.run(main)
     assert got == messages
     assert noise_lines == 1
+
+
+def test_the_big_result_benchmark_runs() -> None:
+    # The figures in benchmarks/README.md come from this; a smoke run keeps it working.
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_mcp", "--big", "0.2", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line.split()[:4] for line in done.stdout.splitlines() if " 0.2 " in line]
+    assert [r[:3] for r in rows] == [
+        ["SDK", "stdio_client", "(before)"],
+        ["trio_agent.mcp", "(after)", "0.2"],
+    ]
