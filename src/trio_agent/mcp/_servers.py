@@ -74,21 +74,30 @@ def _check_max_chars(instance: object, attribute: Any, value: object) -> None:
 
 @attrs.frozen(kw_only=True)
 class _Common:
-    """What every server description has (see :class:`StdioServer` for the meaning)."""
+    """What every server description has."""
 
     name: str | None = None
+    """How messages name the server (None: the prefix, or the command line or URL)."""
     prefix: str | None = attrs.field(default=None, validator=_check_prefix)
+    """The server's tools are named ``{prefix}__{name}``; None keeps their names."""
     allow: frozenset[str] | None = attrs.field(default=None, converter=_names)
+    """Only these tools (the server's names, before the prefix); None for all."""
     block: frozenset[str] | None = attrs.field(default=None, converter=_names)
+    """Never these tools (the server's names); None blocks none."""
     call_timeout: float | None = attrs.field(
         default=DEFAULT_CALL_TIMEOUT, validator=seconds(optional=True)
     )
+    """Seconds a call may wait for the server's answer before its result is an error
+    naming the server (None: no bound)."""
     start_timeout: float = attrs.field(
         default=DEFAULT_START_TIMEOUT, validator=seconds(optional=False)
     )
+    """Seconds to start the server and list its tools."""
     max_result_chars: int | None = attrs.field(
         default=DEFAULT_MAX_RESULT_CHARS, validator=_check_max_chars
     )
+    """A result's text is cut to its first this many characters, and the result says so
+    (None: no bound; images are not counted)."""
 
 
 def _errlog(
@@ -281,3 +290,4 @@ class StreamableHttpServer(_Common):
 
 
 McpServer = StdioServer | StreamableHttpServer
+"""Either description of a server, as ``open_mcp_tools`` takes them."""
