@@ -4,17 +4,17 @@
     python examples/mcp_tools.py --model gpt-4.1-mini  # a real model (OPENAI_API_KEY)
     python examples/mcp_tools.py --model M -- uvx mcp-server-git --repository .
 
-The MCP server (by default ``tests/mcp_server.py`` of this repository, run over stdio)
-starts when the ``async with`` enters and is gone when it exits. Its tools get the
-prefix ``srv__``; a tool that fails, or a server that dies mid-call, is an error result
-the model reads, and the run goes on.
+The MCP server (by default the small demo server written below, run over stdio with
+``python -c``, so this file runs from any folder) starts when the ``async with`` enters
+and is gone when it exits. Its tools get the prefix ``srv__``; a tool that fails, or a
+server that dies mid-call, is an error result the model reads, and the run goes on. A
+server that does not start raises ``McpServerError``, with the end of its stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import trio
 
@@ -33,11 +33,37 @@ from trio_agent.providers import OpenAIChat
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import workspace
 
-DEMO_SERVER = [
-    sys.executable,
-    str(Path(__file__).resolve().parent.parent / "tests" / "mcp_server.py"),
-    "stdio",
-]
+# A whole MCP server, on the SDK's server class (``pip install 'trio-agent[mcp]'``).
+DEMO_SERVER_CODE = """
+import os
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+app = MCPServer("demo")
+
+@app.tool()
+def echo(text: str) -> str:
+    'Return the text unchanged.'
+    return text
+
+@app.tool()
+def add(a: int, b: int) -> int:
+    'Add two integers.'
+    return a + b
+
+@app.tool()
+def fail(message: str) -> str:
+    'Always fails with the message.'
+    raise ToolError(message)
+
+@app.tool()
+def crash() -> str:
+    'Kill the server at once.'
+    os._exit(3)
+
+app.run()
+"""
+DEMO_SERVER = [sys.executable, "-c", DEMO_SERVER_CODE]
 
 
 def scripted() -> ScriptedModel:

@@ -3,11 +3,17 @@
 Run as ``python mcp_server.py stdio`` or ``python mcp_server.py http PORT``. With
 ``MCP_TEST_LOG`` set, the ``slow`` tool appends ``started ID`` / ``cancelled ID`` /
 ``finished ID`` lines to that file, so a test can see what the server saw.
+
+More environment variables, for the tests of odd servers: ``MCP_TEST_TOOLS``, a JSON list
+of extra tool names (each answers ``I am NAME``; ``""`` is listed but cannot be called);
+``MCP_TEST_BANNER``, a number of lines that are not JSON-RPC printed on stdout before
+serving (as a chatty server does).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sys
 
@@ -15,6 +21,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
+from mcp.types import CallToolResult, TextContent
 
 # A 1×1 PNG.
 PIXEL = base64.b64decode(
@@ -88,6 +95,56 @@ def crash() -> str:
     os._exit(3)
 
 
+@app.tool(structured_output=False)
+def big(chars: int) -> str:
+    """A text of ``chars`` characters (no structured copy)."""
+    return "x" * chars
+
+
+@app.tool()
+def table(rows: int) -> CallToolResult:
+    """A summary as text, the rows as structured content (different things)."""
+    data = [{"n": i, "name": f"row {i}"} for i in range(rows)]
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{rows} rows")],
+        structured_content={"rows": data},
+    )
+
+
+@app.tool()
+def shout(lines: int) -> str:
+    """Write ``lines`` lines that are not JSON-RPC on the protocol's stdout, then answer."""
+    from mcp.server import stdio
+
+    wire = stdio._claims[1].private_fd  # stdout itself is diverted to stderr meanwhile
+    assert wire is not None
+    for i in range(lines):
+        os.write(wire, f"noise {i}\n".encode())
+    return f"shouted {lines}"
+
+
+@app.tool()
+def die(message: str) -> str:
+    """Write ``message`` on stderr and exit at once."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+    os._exit(4)
+
+
+@app.tool()
+def spawn() -> int:
+    """Start a child process that sleeps for a minute (and is not waited for); its pid."""
+    import subprocess
+
+    return subprocess.Popen(["sleep", "60"]).pid
+
+
+@app.tool()
+def getenv(name: str) -> str:
+    """The value of an environment variable of the server, or ``(unset)``."""
+    return os.environ.get(name, "(unset)")
+
+
 @app.tool()
 def pid() -> int:
     """The server's process id."""
@@ -110,7 +167,24 @@ async def grow(name: str, ctx: Context) -> str:
     return f"added {name}"
 
 
+def _named(name: str) -> None:
+    def answer() -> str:
+        return f"I am {name}"
+
+    tool = app._tool_manager.add_tool(answer, name=f"extra{len(app._tool_manager.list_tools())}")
+    # Registered under a placeholder, then renamed: the SDK refuses no name here.
+    del app._tool_manager._tools[tool.name]
+    tool.name = name
+    app._tool_manager._tools[name] = tool
+
+
+for _name in json.loads(os.environ.get("MCP_TEST_TOOLS", "[]")):
+    _named(_name)
+
+
 if __name__ == "__main__":
+    for _i in range(int(os.environ.get("MCP_TEST_BANNER", "0"))):
+        print(f"Starting the test server, step {_i}...", flush=True)
     if sys.argv[1] == "http":
         app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -109,6 +109,14 @@ async def wait_for_line(log: Path, line: str, seconds: float = 10.0) -> None:
             await trio.sleep(0.02)
 
 
+async def wait_gone(pid: int, seconds: float) -> None:
+    """Wait (real clock, polling) until process ``pid`` is gone."""
+    with trio.fail_after(seconds):
+        await trio.lowlevel.checkpoint()
+        while alive(pid):  # noqa: ASYNC110 - another process's state
+            await trio.sleep(0.01)
+
+
 def calls(*items: tuple[str, str, dict[str, Any]]) -> AssistantMessage:
     """An assistant message calling (id, tool, arguments) for each item."""
     return AssistantMessage(

@@ -6,8 +6,12 @@ Real clock throughout (subprocesses and sockets), each wait under ``trio.fail_af
 
 from __future__ import annotations
 
+import itertools
+import json
+import logging
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -15,8 +19,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopkit import sleeper
 from mcpkit import (
@@ -30,12 +38,15 @@ from mcpkit import (
     stdio_server,
     text,
     wait_for_line,
+    wait_gone,
 )
 from trio_agent import (
     Context,
     Image,
     LoopConfig,
     Text,
+    ToolCall,
+    ToolContext,
     ToolExecutionStart,
     ToolExecutionUpdate,
     TurnEnd,
@@ -51,6 +62,8 @@ from trio_agent.mcp import (
     StreamableHttpServer,
     open_mcp_tools,
 )
+from trio_agent.mcp._names import model_names
+from trio_agent.mcp._stdio import _Noise, _read_stdout
 from trio_agent.testing import ScriptedModel, assert_run_invariants
 
 if TYPE_CHECKING:
@@ -81,10 +94,20 @@ TOOL_NAMES = [
     "count",
     "dotted_name",
     "crash",
+    "big",
+    "table",
+    "shout",
+    "die",
+    "spawn",
+    "getenv",
     "pid",
     "grow",
 ]
 GUARD = 60  # seconds: far above any test's time; a hang fails instead of stalling
+
+
+async def _ignore(_update: Any) -> None:
+    await trio.lowlevel.checkpoint()
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +130,8 @@ async def run(
 
 
 def only_text(result: Any) -> str:
+    if isinstance(result.content, str):
+        return result.content
     return "".join(b.text for b in result.content if isinstance(b, Text))
 
 
@@ -166,7 +191,8 @@ async def test_stdio_tools_in_a_run(tmp_path: Path) -> None:
         assert not alive(pid)
     end = ends(events)
     assert end["a"].result.content == (Text(text="5"),)
-    assert end["a"].result.details == {"result": 5}
+    # The structured content ({"result": 5}) says what the text says: not kept twice.
+    assert end["a"].result.details is None
     assert not end["a"].is_error
     assert end["f"].is_error
     assert "no such branch" in only_text(end["f"].result)
@@ -341,6 +367,17 @@ async def test_a_server_that_does_not_start_is_a_clear_error(tmp_path: Path) -> 
         assert children_of(os.getpid()) == before
 
 
+async def test_what_a_server_started_goes_with_it(tmp_path: Path) -> None:
+    # A server that exits when its stdin closes, leaving a child it started behind: the
+    # child is in the server's process group, which is killed when the block is left.
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(stdio_server(tmp_path / "s.log")) as mcp:
+            child = int(only_text(await mcp.servers[0].call("spawn", {})))
+            assert alive(child)
+    # SIGKILL was sent when the block was left; it lands at once.
+    await wait_gone(child, seconds=5)
+
+
 def test_ctrl_c_leaves_no_server_process(tmp_path: Path) -> None:
     driver = tmp_path / "driver.py"
     driver.write_text(
@@ -505,15 +542,21 @@ def test_the_core_and_the_cli_never_import_mcp() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_the_example_program_runs(tmp_path: Path) -> None:
+def test_the_example_program_runs_from_a_copy_anywhere(tmp_path: Path) -> None:
+    # A user copies the example out of the checkout and runs it from another folder:
+    # it needs nothing but itself (its server is written inline).
     example = Path(__file__).resolve().parent.parent / "examples" / "mcp_tools.py"
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    copy = tmp_path / "mine" / "agent.py"
+    copy.write_text(example.read_text(encoding="utf-8"), encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, str(example)],
+        [sys.executable, str(copy)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
-        cwd=tmp_path,
+        cwd=tmp_path / "elsewhere",
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -545,6 +588,27 @@ def test_the_example_program_runs(tmp_path: Path) -> None:
             r"StreamableHttpServer\.start_timeout must be a number of seconds, above zero; not -1",
             id="start-timeout-negative",
         ),
+        pytest.param(
+            lambda: StdioServer(sys.executable, prefix="p" * 41),
+            r"prefix must be at most 40 characters \(tool names are at most 64\), not 41",
+            id="prefix-too-long",
+        ),
+        pytest.param(
+            lambda: open_mcp_tools(StdioServer(sys.executable), prefix="my tools"),
+            r"prefix must be letters, digits, '_' and '-' only .*not 'my tools'",
+            id="open-mcp-tools-prefix",
+        ),
+        pytest.param(
+            lambda: StdioServer(sys.executable, max_result_chars=0),
+            r"StdioServer\.max_result_chars must be a number of characters above zero, or "
+            r"None; not 0",
+            id="max-result-chars-zero",
+        ),
+        pytest.param(
+            lambda: StreamableHttpServer("http://127.0.0.1:1/mcp", max_result_chars=1e6),  # type: ignore[arg-type]
+            r"StreamableHttpServer\.max_result_chars must be .*; not 1000000\.0",
+            id="max-result-chars-float",
+        ),
     ],
 )
 def test_a_server_description_that_cannot_work_is_refused_when_built(
@@ -555,3 +619,300 @@ def test_a_server_description_that_cannot_work_is_refused_when_built(
     with pytest.raises(ValueError, match=says):
         build()
     assert StdioServer(sys.executable, prefix="git-2", call_timeout=None).prefix == "git-2"
+
+
+# --- results: a bound on their size, details that do not repeat them -------------------
+
+
+async def test_a_huge_result_is_cut_and_the_connection_stays_usable(tmp_path: Path) -> None:
+    # 20 MB on one JSON-RPC line: read in linear time (the SDK's own reader took about
+    # 10 s of CPU for this), cut to the default 50,000 characters, and the connection
+    # answers the next call.
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(stdio_server(tmp_path / "s.log", call_timeout=30)) as mcp:
+            server = mcp.servers[0]
+            model = ScriptedModel([calls(("b", "big", {"chars": 20_000_000})), text()])
+            result, events, context = await run(mcp.tools, model)
+            assert only_text(await server.call("echo", {"text": "after"})) == "after"
+    end = ends(events)["b"]
+    assert not end.is_error
+    kept, note = end.result.content
+    assert kept == Text(text="x" * 50_000)
+    assert note.text == "\n\n[result cut: showing the first 50,000 of 20,000,000 characters]"
+    assert end.result.details is None
+    assert_run_invariants(result, events, model.requests, context)
+    assert server.server.max_result_chars == 50_000  # the default, as the bash tool's
+
+
+async def test_max_result_chars_is_per_server(http: tuple[str, Path]) -> None:
+    url, _ = http
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(
+            StreamableHttpServer(url, prefix="small", max_result_chars=10),
+            StreamableHttpServer(url, prefix="whole", max_result_chars=None),
+        ) as mcp:
+            small, whole = mcp.servers
+            cut = await small.call("echo", {"text": "0123456789abcdef"})
+            exact = await small.call("echo", {"text": "0123456789"})
+            uncut = await whole.call("big", {"chars": 200_000})
+    assert cut.content == [
+        Text(text="0123456789"),
+        Text(text="\n\n[result cut: showing the first 10 of 16 characters]"),
+    ]
+    assert exact.content == [Text(text="0123456789")]
+    assert uncut.content == [Text(text="x" * 200_000)]
+
+
+async def test_details_keep_structured_content_only_when_it_adds_to_the_text(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(stdio_server(tmp_path / "s.log")) as mcp:
+            server = mcp.servers[0]
+            # echo returns str: the SDK sends the text and {"result": text} — one thing.
+            echoed = await server.call("echo", {"text": "y" * 60_000})
+            summed = await server.call("add", {"a": 2, "b": 3})
+            # table sends a summary as text and its rows as structured content.
+            table = await server.call("table", {"rows": 3})
+            # ...rows that do not fit in max_result_chars are not kept, and it says so.
+            huge = await server.call("table", {"rows": 5000})
+    assert echoed.details is None
+    assert echoed.content[0] == Text(text="y" * 50_000)
+    assert summed.details is None
+    assert summed.content == [Text(text="5")]
+    assert table.content == [Text(text="3 rows")]
+    assert table.details == {"rows": [{"n": i, "name": f"row {i}"} for i in range(3)]}
+    assert huge.details is None
+    assert huge.content == [
+        Text(text="5000 rows"),
+        Text(text="\n\n[its structured content (over 50,000 characters) is not kept]"),
+    ]
+
+
+# --- tool names the model APIs accept --------------------------------------------------
+
+ODD_NAMES = ["a.b", "a_b", "", "x" * 200, "x" * 199 + "y", "a/b"]
+
+
+def odd_server(tmp_path: Path, **kwargs: Any) -> StdioServer:
+    env = {"MCP_TEST_TOOLS": json.dumps(ODD_NAMES), "MCP_TEST_LOG": str(tmp_path / "s.log")}
+    return StdioServer(
+        sys.executable, SERVER, "stdio", env=env, stderr=str(tmp_path / "s.stderr"), **kwargs
+    )
+
+
+async def test_odd_tool_names_get_distinct_valid_stable_names(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="trio_agent.mcp")
+    answers: dict[str, str] = {}
+    starts: list[list[str]] = []
+    with trio.fail_after(GUARD):
+        for _ in range(2):
+            async with open_mcp_tools(odd_server(tmp_path, prefix="p")) as mcp:
+                extra = [t for t in mcp.tools if t.name not in {f"p__{n}" for n in TOOL_NAMES}]
+                starts.append([t.name for t in extra])
+                for tool in extra:
+                    call = ToolCall(id="1", name=tool.name, arguments={})
+                    out = await tool.execute(call, {}, ToolContext(call=call, report=_ignore))
+                    answers[tool.name] = only_text(out)
+    names = starts[0]
+    assert starts[1] == names  # the same list gives the same names at every start
+    assert len(names) == len(set(names)) == len(ODD_NAMES) - 1  # "" is skipped
+    assert all(len(n) <= 64 and re.fullmatch(r"[A-Za-z0-9_-]+", n) for n in names)
+    # Each name reaches its own tool; the real a_b keeps its name.
+    assert answers["p__a_b"] == "I am a_b"
+    assert sorted(answers.values()) == sorted(f"I am {n}" for n in ODD_NAMES if n)
+    by_answer = {v.removeprefix("I am "): k for k, v in answers.items()}
+    assert re.fullmatch(r"p__a_b_[0-9a-f]{8}", by_answer["a.b"])
+    assert re.fullmatch(r"p__a_b_[0-9a-f]{8}", by_answer["a/b"])
+    assert re.fullmatch(r"p__x{52}_[0-9a-f]{8}", by_answer["x" * 200])
+    warnings = [r.getMessage() for r in caplog.records if r.name == "trio_agent.mcp"]
+    assert "MCP server p lists a tool without a name; skipped" in warnings
+    assert (
+        f"MCP server p: its tool 'a.b' is called {by_answer['a.b']!r} "
+        "(another of its tools is called 'p__a_b')"
+    ) in warnings
+    assert (
+        f"MCP server p: its tool {'x' * 200!r} is called {by_answer['x' * 200]!r} "
+        "(the model APIs take at most 64 characters)"
+    ) in warnings
+
+
+async def test_a_tool_we_cannot_offer_is_skipped_not_the_server(tmp_path: Path) -> None:
+    # Without a prefix a tool named "" would be a Tool named "": refused, so skipped.
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(odd_server(tmp_path)) as mcp:
+            names = [t.name for t in mcp.tools]
+            assert only_text(await mcp.servers[0].call("add", {"a": 1, "b": 1})) == "2"
+    assert "" not in names
+    assert names[: len(TOOL_NAMES)] == TOOL_NAMES
+
+
+@given(
+    prefix=st.none() | st.from_regex(r"[A-Za-z0-9_-]{1,40}", fullmatch=True),
+    names=st.lists(
+        st.text(min_size=1, max_size=80)
+        | st.sampled_from(["a.b", "a_b", "a/b", "a_b_0ad2b8c6", "x" * 70, "x" * 71]),
+        unique=True,
+        max_size=12,
+    ),
+)
+def test_model_names_are_injective_valid_and_stable(prefix: str | None, names: list[str]) -> None:
+    mapping = model_names(prefix, names)
+    assert list(mapping) == names
+    assert len(set(mapping.values())) == len(names)
+    head = f"{prefix}__" if prefix else ""
+    for name, given_name in mapping.items():
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", given_name), given_name
+        assert given_name.startswith(head)
+        if len(head + name) <= 64 and re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            assert given_name == head + name
+    assert model_names(prefix, names) == mapping
+    # A tool added at the end renames none of the others, unless it takes a name as its own.
+    more = model_names(prefix, [*names, "zz.new"])
+    assert {n: more[n] for n in names} == mapping
+
+
+# --- a server's own output: noise on stdout, its stderr -----------------------------------
+
+
+async def test_noise_on_stdout_is_one_warning_not_a_traceback_each(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    env = {"MCP_TEST_BANNER": "3"}  # three lines printed before serving
+    server = StdioServer(sys.executable, SERVER, "stdio", env=env, name="chatty")
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(server) as mcp:
+            assert only_text(await mcp.servers[0].call("shout", {"lines": 3})) == "shouted 3"
+            assert only_text(await mcp.servers[0].call("add", {"a": 1, "b": 2})) == "3"
+    ours = [r for r in caplog.records if r.name == "trio_agent.mcp"]
+    assert [r.levelno for r in ours] == [logging.WARNING] + [logging.DEBUG] * 5
+    assert ours[0].getMessage() == (
+        "MCP server chatty wrote a line on stdout that is not JSON-RPC, ignored (later ones "
+        "are logged at DEBUG): 'Starting the test server, step 0...' (ValidationError)"
+    )
+    assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
+
+
+async def test_a_server_that_does_not_start_shows_the_end_of_its_stderr(tmp_path: Path) -> None:
+    missing = tmp_path / "moved_away.py"
+    flood = (
+        "import sys\n"
+        "for i in range(100_000): print('line', i, file=sys.stderr)\n"
+        "sys.exit('fatal: no database at db.local:5432')\n"
+    )
+    copy = tmp_path / "flood.stderr"
+    with trio.fail_after(GUARD):
+        with pytest.raises(McpServerError) as gone:
+            async with open_mcp_tools(StdioServer(sys.executable, str(missing), name="gone")):
+                pass
+        with pytest.raises(McpServerError) as flooded:
+            async with open_mcp_tools(
+                StdioServer(sys.executable, "-c", flood, name="flood", stderr=str(copy))
+            ):
+                pass
+    assert str(gone.value) == (
+        "MCP server gone did not start: MCPError: Connection closed; its stderr ended with:\n"
+        f"  {sys.executable}: can't open file {str(missing)!r}: [Errno 2] No such file or "
+        "directory"
+    )
+    message = str(flooded.value)
+    assert message.startswith("MCP server flood did not start: MCPError: Connection closed")
+    assert message.endswith("  line 99999\n  fatal: no database at db.local:5432")
+    assert len(message.splitlines()) == 13  # bounded: the last 12 lines
+    # The copy has all of it.
+    assert copy.read_text(encoding="utf-8").count("\n") == 100_001
+
+
+async def test_a_server_that_dies_mid_call_shows_the_end_of_its_stderr(tmp_path: Path) -> None:
+    copy = tmp_path / "copy.txt"
+    with trio.fail_after(GUARD), open(copy, "w", encoding="utf-8") as file:  # noqa: ASYNC230
+        async with open_mcp_tools(stdio_server(tmp_path / "s.log", name="db", stderr=file)) as mcp:
+            out = await mcp.servers[0].call("die", {"message": "RuntimeError: lost the database"})
+            later = await mcp.servers[0].call("echo", {"text": "x"})
+    # An open text file given as stderr gets a copy.
+    assert copy.read_text(encoding="utf-8").endswith("RuntimeError: lost the database\n")
+    assert out.is_error
+    assert only_text(out) == (
+        "MCP server db: the connection closed (the server exited or crashed); its stderr "
+        "ended with:\n  RuntimeError: lost the database"
+    )
+    assert only_text(later).startswith("MCP server db is not running: the connection closed")
+    assert mcp.servers[0].error is not None
+    assert mcp.servers[0].error.endswith("RuntimeError: lost the database")
+
+
+async def test_a_stdio_server_gets_no_keys_from_our_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-servers")
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(stdio_server(tmp_path / "s.log")) as mcp:
+            key = await mcp.servers[0].call("getenv", {"name": "OPENAI_API_KEY"})
+            given_to_it = await mcp.servers[0].call("getenv", {"name": "MCP_TEST_LOG"})
+            path = await mcp.servers[0].call("getenv", {"name": "PATH"})
+    assert only_text(key) == "(unset)"
+    assert only_text(given_to_it) == str(tmp_path / "s.log")
+    assert only_text(path) == os.environ["PATH"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12))
+def test_stdout_lines_split_anywhere_come_out_whole(cuts: list[int]) -> None:
+    # What the transport's reader makes of stdout, whatever the chunks the pipe hands
+    # it: every message whole and in order, blank lines and CRLF tolerated, the one line
+    # that is not JSON-RPC ignored.
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "result": {"text": "é" * 40}},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
+        {"jsonrpc": "2.0", "id": 2, "result": {}},
+    ]
+    wire = (
+        json.dumps(messages[0]).encode() + b"\r\n\n"
+        + b"Listening on stdio\n"
+        + json.dumps(messages[1]).encode() + b"\n"
+        + json.dumps(messages[2]).encode() + b"\n"
+    )  # fmt: skip
+    bounds = sorted({0, len(wire), *(c % (len(wire) + 1) for c in cuts)})
+    chunks = [wire[a:b] for a, b in itertools.pairwise(bounds)]
+
+    async def main() -> tuple[list[Any], int]:
+        sender, receiver = trio.testing.memory_stream_one_way_pair()
+        out, into = anyio.create_memory_object_stream[Any](0)
+        noise = _Noise(server="test")
+        got: list[Any] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_read_stdout, receiver, out, noise)
+            for chunk in chunks:
+                await sender.send_all(chunk)
+                await trio.testing.wait_all_tasks_blocked()
+            await sender.aclose()
+            async with into:
+                async for item in into:
+                    got.append(item.message.model_dump(by_alias=True, exclude_unset=True))
+        return got, noise.lines
+
+    got, noise_lines = trio.run(main)
+    assert got == messages
+    assert noise_lines == 1
+
+
+def test_the_big_result_benchmark_runs() -> None:
+    # The figures in benchmarks/README.md come from this; a smoke run keeps it working.
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_mcp", "--big", "0.2", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line.split()[:4] for line in done.stdout.splitlines() if " 0.2 " in line]
+    assert [r[:3] for r in rows] == [
+        ["SDK", "stdio_client", "(before)"],
+        ["trio_agent.mcp", "(after)", "0.2"],
+    ]

@@ -66,3 +66,29 @@ async def test_chat_reports_an_mcp_server_that_does_not_start(
     assert b"MCP server http://127.0.0.1:9/mcp did not start" in nowhere.stderr
     assert b"must start with http:// or https://" in bad_url.stderr
     assert server.requests == []
+
+
+async def test_a_chatty_server_does_not_flood_the_terminal(server: Server, tmp_path: Path) -> None:
+    # The server prints three lines that are not JSON-RPC on its stdout before serving
+    # (the SDK's own transport logged a traceback for each on our stderr).
+    server.add(
+        sse(openai_reply("Adding.", [("call_1", "calc__add", {"a": 2, "b": 40})])),
+        sse(openai_reply("It is 42.", [])),
+    )
+    command = f"calc=env MCP_TEST_BANNER=3 {sys.executable} {SERVER} stdio"
+    done = await chat(server.url, tmp_path, "--mcp", command)
+    assert done.returncode == 0, done.stderr.decode()
+    assert "It is 42." in done.stdout.decode()
+    assert b"Traceback" not in done.stderr
+    assert b"not JSON-RPC" not in done.stderr  # logged on trio_agent.mcp, silent by default
+    assert done.stderr.decode().count("\n") <= 1
+
+
+async def test_chat_shows_why_an_mcp_server_did_not_start(server: Server, tmp_path: Path) -> None:
+    missing = tmp_path / "moved_away.py"
+    done = await chat(server.url, tmp_path, "--mcp", f"{sys.executable} {missing}")
+    assert done.returncode == 2
+    assert b"Traceback" not in done.stderr
+    assert b"did not start: MCPError: Connection closed; its stderr ended with:" in done.stderr
+    assert f"can't open file {str(missing)!r}".encode() in done.stderr
+    assert server.requests == []

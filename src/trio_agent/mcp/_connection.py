@@ -13,8 +13,14 @@ through the call's own channel (progress updates, then closed with the answer se
 - The server answers nothing for ``call_timeout`` seconds: the caller stops waiting,
   cancels as above, and its result is an error naming the server.
 - The connection dies: the host's ``async with Client`` raises; the host catches it,
-  answers every pending call with an error naming the server, and later calls get one
-  at once. Nothing escapes into the caller's nursery.
+  answers every pending call with an error naming the server (with the last lines of a
+  stdio server's stderr), and later calls get one at once. Nothing escapes into the
+  caller's nursery.
+
+The tool list becomes ``Tool`` objects in :meth:`McpConnection._make_tools`: names by
+the rules of ``_names``, a tool that cannot be one (no name, a name listed twice, a
+schema we refuse) skipped with a warning on the ``trio_agent.mcp`` logger — one bad
+tool never keeps the server's other tools from the model.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ from mcp.types import CONNECTION_CLOSED, ToolListChangedNotification
 from mcp.types import Tool as McpTool
 
 from .. import Tool, ToolContext, ToolOutput
-from ._convert import error_output, to_output, tool_name, wanted
+from ._convert import error_output, to_output, wanted
 from ._errors import McpServerError
-from ._servers import McpServer
+from ._names import MAX_NAME, model_names, sanitised_name
+from ._servers import McpServer, StdioServer
+from ._stdio import StderrTail, describe_stderr, logger
 
 if TYPE_CHECKING:
     from mcp.client import IncomingMessage
@@ -46,6 +54,8 @@ __all__ = ["McpConnection"]
 # advisory; the answer itself never waits in this buffer).
 _PROGRESS_BUFFER = 32
 _MAX_LIST_PAGES = 100
+# How long a lost stdio connection waits for the rest of the server's stderr.
+_STDERR_WAIT = 0.5
 
 
 def _describe(exc: BaseException) -> str:
@@ -101,12 +111,15 @@ class McpConnection:
     _pending: set[_Call] = attrs.field(factory=set)
     _changed: trio.Event = attrs.field(factory=trio.Event)
     _serving: trio.Nursery | None = None
+    _stderr: StderrTail | None = attrs.field(init=False, default=None)
     # How the SDK negotiates the protocol ("auto": the newest both sides speak). Tests set
     # "legacy" to drive the handshake-era paths that most servers in use still take.
     _mode: str = "auto"
 
     def __attrs_post_init__(self) -> None:
         self._requests, self._incoming = trio.open_memory_channel[_Call](math.inf)
+        if isinstance(self.server, StdioServer):
+            self._stderr = StderrTail()
 
     @property
     def name(self) -> str:
@@ -186,17 +199,49 @@ class McpConnection:
         return await self.call(name, args, ctx)
 
     def _make_tools(self) -> tuple[Tool, ...]:
-        return tuple(
-            Tool(
-                name=tool_name(self.prefix, t.name),
-                description=t.description or t.title or "",
-                parameters=t.input_schema,
-                execute=functools.partial(self._execute, t.name),
-                label=t.title,
-            )
-            for t in self._listing
-            if wanted(t.name, self.allow, self.block)
-        )
+        """The listed tools as ours (see the module docstring); logs what it renames
+        and skips."""
+        listed: dict[str, McpTool] = {}
+        for t in self._listing:
+            if not t.name:
+                logger.warning("MCP server %s lists a tool without a name; skipped", self.name)
+            elif t.name in listed:
+                logger.warning(
+                    "MCP server %s lists two tools named %r; the second is skipped",
+                    self.name,
+                    t.name,
+                )
+            elif wanted(t.name, self.allow, self.block):
+                listed[t.name] = t
+        names = model_names(self.prefix, listed)
+        tools: list[Tool] = []
+        for original, t in listed.items():
+            name = names[original]
+            plain = sanitised_name(self.prefix, original)
+            if name != plain:
+                why = (
+                    f"the model APIs take at most {MAX_NAME} characters"
+                    if len(plain) > MAX_NAME
+                    else f"another of its tools is called {plain!r}"
+                )
+                logger.warning(
+                    "MCP server %s: its tool %r is called %r (%s)", self.name, original, name, why
+                )
+            try:
+                tool = Tool(
+                    name=name,
+                    description=t.description or t.title or "",
+                    parameters=t.input_schema,
+                    execute=functools.partial(self._execute, original),
+                    label=t.title,
+                )
+            except (TypeError, ValueError) as exc:
+                logger.warning(
+                    "MCP server %s: its tool %r is skipped: %s", self.name, original, exc
+                )
+                continue
+            tools.append(tool)
+        return tuple(tools)
 
     # --- the host's side ---------------------------------------------------------------
 
@@ -227,7 +272,7 @@ class McpConnection:
         try:
             with deadline:
                 async with (
-                    spec._transport() as transport,
+                    spec._transport(self.name, self._stderr or StderrTail()) as transport,
                     Client(
                         transport,
                         message_handler=self._on_message,
@@ -250,8 +295,9 @@ class McpConnection:
             if not started:
                 raise McpServerError(
                     f"MCP server {self.name} did not start: {_describe(exc)}"
+                    f"{describe_stderr(self._stderr)}"
                 ) from exc
-            reason = f"the connection was lost ({_describe(exc)})"
+            reason = f"the connection was lost ({_describe(exc)}){describe_stderr(self._stderr)}"
         finally:
             self._serving = None
             self._shut(reason)
@@ -259,6 +305,7 @@ class McpConnection:
         if not started:
             raise McpServerError(
                 f"MCP server {self.name} did not start within {spec.start_timeout:g}s"
+                f"{describe_stderr(self._stderr)}"
             )
 
     async def _serve(self, client: Client, call: _Call) -> None:
@@ -271,16 +318,21 @@ class McpConnection:
                 if exc.code == CONNECTION_CLOSED:
                     # The server is gone: every call in flight and every later one
                     # gets this answer, and the host closes the client.
-                    self._lost("the connection closed (the server exited or crashed)")
+                    await self._lost("the connection closed (the server exited or crashed)")
                     return
                 call.answer(error_output(f"MCP server {self.name}: {exc.message}"))
             except Exception as exc:
                 call.answer(error_output(f"MCP server {self.name}: {_describe(exc)}"))
             else:
-                call.answer(to_output(result))
+                call.answer(to_output(result, self.server.max_result_chars))
 
-    def _lost(self, reason: str) -> None:
-        self._shut(reason)
+    async def _lost(self, reason: str) -> None:
+        if self._stderr is not None:
+            # Its last words (a traceback) may still be in the pipe; bounded, and done
+            # even if this call was cancelled meanwhile, so the connection is marked down.
+            with trio.CancelScope(shield=True):
+                await self._stderr.wait_closed(_STDERR_WAIT)
+        self._shut(reason + describe_stderr(self._stderr))
         if self._serving is not None:
             self._serving.cancel_scope.cancel()
 

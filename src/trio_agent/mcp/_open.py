@@ -9,7 +9,7 @@ import trio
 
 from ._connection import McpConnection
 from ._errors import McpServerError
-from ._servers import _names
+from ._servers import _names, check_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -82,7 +82,7 @@ class open_mcp_tools:
         McpServerError: on entry, a server did not start or list its tools within its
             ``start_timeout``, or two servers offer the same tool name (give them
             prefixes). The servers already started are stopped first.
-        ValueError: no server given.
+        ValueError: no server given, or a ``prefix`` that cannot begin tool names.
     """
 
     def __init__(
@@ -95,6 +95,7 @@ class open_mcp_tools:
     ) -> None:
         if not servers:
             raise ValueError("open_mcp_tools needs at least one server")
+        check_prefix(prefix)
         self._specs = servers
         self._defaults = (prefix, _names(allow), _names(block))
         self._close_timeout = close_timeout
