@@ -64,6 +64,7 @@ from trio_agent import (
     tool,
     write_transcript,
 )
+from trio_agent._serde import MAX_VALUE_DEPTH
 from trio_agent.cli import main
 from trio_agent.testing import ScriptedModel
 
@@ -123,6 +124,14 @@ async def test_a_str_prompt_with_open_agent_loop() -> None:
     assert [type(m) for m in run.result.messages] == [UserMessage, AssistantMessage]
 
 
+def _nested(depth: int) -> list[Any]:
+    """A list nesting ``depth`` levels deep."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 BAD_PROMPTS = [
     pytest.param(UserMessage.text("hi"), "not a bare UserMessage: pass [message]", id="bare"),
     pytest.param(b"hi", "not bytes b'hi'", id="bytes"),
@@ -150,6 +159,12 @@ BAD_PROMPTS = [
         [UserMessage.text("a"), tool_use(call("c1")), _result_with_details("c1", Decimal(1))],
         "prompts[2].details is not JSON data: Object of type Decimal",
         id="tool-result-details-bytes",
+    ),
+    pytest.param(
+        [CustomMessage(kind="note", details=_nested(MAX_VALUE_DEPTH + 1))],
+        f"prompts[0].details is not JSON data a transcript can hold: arrays and objects "
+        f"nested deeper than {MAX_VALUE_DEPTH} levels",
+        id="custom-details-nested-deeper-than-a-reader-reads",
     ),
     pytest.param(
         [UserMessage.text("a"), tool_use(call("c0"), call("c1", x=object()), text="t")],
@@ -993,3 +1008,15 @@ def test_the_transcript_checks_refuse_what_is_not_a_message() -> None:
         check_transcript("hi")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"messages\[0\] is str 'hi', not a message"):
         repair(["hi"])  # type: ignore[list-item]
+
+
+async def test_what_nests_as_deep_as_a_reader_reads_is_written_and_read_back(
+    tmp_path: Path,
+) -> None:
+    # The writers and the readers agree on the limit: at it, a value round-trips.
+    note = CustomMessage(kind="note", details=_nested(MAX_VALUE_DEPTH))
+    path = tmp_path / "t.jsonl"
+    model = ScriptedModel([reply("ok")])
+    async with JsonlTranscript(path) as sink:
+        await run_agent_loop([UserMessage.text("a"), note], ctx(), model, on_event=sink)
+    assert load_transcript(path).messages[1] == note

@@ -260,12 +260,21 @@ def check_json(value: Any, what: str) -> None:
     sink that writes it later.
 
     Raises:
-        TypeError: it cannot; the message starts with ``what``.
+        TypeError: it cannot (also when it nests deeper than ``MAX_VALUE_DEPTH``
+            levels: its line would be too deep to read back); the message starts with
+            ``what``.
     """
     try:
-        _json_text(to_jsonable(value))
+        jsonable = to_jsonable(value)
+        text = _json_text(jsonable)
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(f"{what} is not JSON data: {exc}") from None
+    # What is written must read back: the readers refuse deeper lines (parse_json).
+    if _openings(text) > MAX_VALUE_DEPTH and _too_deep(jsonable, MAX_VALUE_DEPTH):
+        raise TypeError(
+            f"{what} is not JSON data a transcript can hold: arrays and objects nested "
+            f"deeper than {MAX_VALUE_DEPTH} levels"
+        )
 
 
 def check_message(message: Message, what: str) -> None:
@@ -346,17 +355,23 @@ MAX_JSON_DEPTH = 256
 recursion; a run cannot hold such a value in the first place."""
 
 
+MAX_VALUE_DEPTH = MAX_JSON_DEPTH - 16
+"""How deeply a value a run holds (arguments, details, custom content) may nest: its
+line on disk adds the levels of the message around it (a tool call's arguments sit
+three deep), and the line must stay within :data:`MAX_JSON_DEPTH`."""
+
+
 class JsonTooDeep(ValueError):
     """JSON text whose arrays and objects nest deeper than :data:`MAX_JSON_DEPTH`."""
 
 
-def _too_deep(value: Any) -> bool:
-    """Whether ``value`` nests deeper than :data:`MAX_JSON_DEPTH` (walked without
-    recursion, so any depth is measured)."""
+def _too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` (walked without recursion, so any
+    depth is measured)."""
     stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
     while stack:
         item, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
+        if depth > limit:
             return True
         children = item.values() if isinstance(item, dict) else item
         stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
