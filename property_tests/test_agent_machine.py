@@ -60,7 +60,7 @@ from trio_agent import (
     UserMessage,
     open_agent,
 )
-from trio_agent._pairing import transcript_violations
+from trio_agent._core._pairing import transcript_violations
 from trio_agent.testing import assert_run_invariants, events_for
 from trio_agent.testing._invariants import distinct_calls_view
 from trio_agent.testing._script_rig import live_tasks

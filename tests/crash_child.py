@@ -39,7 +39,7 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
-from trio_agent._serde import message_to_json
+from trio_agent._core._serde import message_to_json
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:

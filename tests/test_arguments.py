@@ -25,7 +25,7 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
-from trio_agent._arguments import (
+from trio_agent._core._arguments import (
     MAX_ECHO,
     MAX_ERRORS,
     InvalidArguments,

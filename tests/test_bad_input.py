@@ -64,7 +64,7 @@ from trio_agent import (
     tool,
     write_transcript,
 )
-from trio_agent._serde import MAX_VALUE_DEPTH
+from trio_agent._core._serde import MAX_VALUE_DEPTH
 from trio_agent.cli import main
 from trio_agent.testing import ScriptedModel
 

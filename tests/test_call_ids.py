@@ -45,9 +45,9 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
-from trio_agent._call_ids import CallIds
-from trio_agent._pairing import transcript_violations
-from trio_agent._policy import decide
+from trio_agent._core._call_ids import CallIds
+from trio_agent._core._pairing import transcript_violations
+from trio_agent._core._policy import decide
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:

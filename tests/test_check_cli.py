@@ -20,7 +20,7 @@ from trio_agent import (
     load_transcript,
     write_transcript,
 )
-from trio_agent._jsonl import HEADER_LINE
+from trio_agent._store._jsonl import HEADER_LINE
 from trio_agent.cli import main
 from trio_agent.cli.check import describe
 

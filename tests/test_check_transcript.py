@@ -26,7 +26,7 @@ from trio_agent import (
     UserMessage,
     check_transcript,
 )
-from trio_agent._pairing import transcript_violations
+from trio_agent._core._pairing import transcript_violations
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -33,7 +33,7 @@ from trio_agent import (
     run_agent_loop,
     write_transcript,
 )
-from trio_agent._serde import from_jsonable
+from trio_agent._core._serde import from_jsonable
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:

@@ -31,8 +31,8 @@ from trio_agent import (
     run_agent_loop,
     tool,
 )
-from trio_agent._arguments import InvalidArguments
-from trio_agent._tool_decorator import parse_docstring
+from trio_agent._core._arguments import InvalidArguments
+from trio_agent._core._tool_decorator import parse_docstring
 from trio_agent.testing import ScriptedModel
 
 

@@ -24,7 +24,7 @@ from trio_agent import (
     TurnStats,
     check_transcript,
 )
-from trio_agent._jsonl import load_transcript
+from trio_agent._store._jsonl import load_transcript
 from trio_agent.cli import main
 from trio_agent.cli._demo_script import pick_files
 from trio_agent.cli._render import LiveView, Output, batch_line, describe_call

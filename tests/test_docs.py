@@ -217,7 +217,7 @@ def test_events_page_lists_every_end_reason_and_outcome() -> None:
 
 @pytest.mark.parametrize("page", DOCS, ids=[p.name for p in DOCS])
 def test_pages_name_only_public_api(page: Path) -> None:
-    """A guide page never sends users to a private name (``trio_agent._serde...``,
+    """A guide page never sends users to a private name (``trio_agent._core._serde...``,
     ``_pairing``...): what they need is public, in the API reference."""
     text = page.read_text(encoding="utf-8")
     spans = re.findall(r"`([^`\n]+)`", text)

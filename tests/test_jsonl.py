@@ -47,7 +47,6 @@ from trio_agent import (
     TranscriptFormatError,
     TurnEnd,
     UserMessage,
-    _locked_file,
     check_transcript,
     dumps,
     load_transcript,
@@ -58,9 +57,10 @@ from trio_agent import (
     run_agent_loop,
     write_transcript,
 )
-from trio_agent._jsonl import HEADER_LINE
-from trio_agent._pairing import transcript_violations
-from trio_agent._serde import MAX_JSON_DEPTH, JsonTooDeep, message_to_json, parse_json
+from trio_agent._core._pairing import transcript_violations
+from trio_agent._core._serde import MAX_JSON_DEPTH, JsonTooDeep, message_to_json, parse_json
+from trio_agent._store import _locked_file
+from trio_agent._store._jsonl import HEADER_LINE
 from trio_agent.testing import ScriptedModel, messages
 
 if TYPE_CHECKING:

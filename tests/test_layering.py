@@ -24,21 +24,46 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "values",
         (
-            "_util",
-            "_errors",
-            "_messages",
-            "_events",
-            "_serde",
-            "_model",
-            "_observer",
-            "_tools",
-            "_config",
+            "_core",
+            "_core._util",
+            "_core._errors",
+            "_core._messages",
+            "_core._events",
+            "_core._serde",
+            "_core._model",
+            "_core._observer",
+            "_core._tools",
+            "_core._config",
         ),
     ),
-    ("rules", ("_arguments", "_conversion", "_tool_decorator", "_policy", "_blocks", "_call_ids")),
-    ("loop", ("_stream", "_batch", "_sink", "_run_state", "_runner", "_loop")),
-    ("agent", ("_queues", "_fanout", "_agent_state", "_agent_run", "_agent")),
-    ("disk", ("_pairing", "_locked_file", "_jsonl")),
+    (
+        "rules",
+        (
+            "_core._arguments",
+            "_core._conversion",
+            "_core._tool_decorator",
+            "_core._policy",
+            "_core._blocks",
+            "_core._call_ids",
+        ),
+    ),
+    (
+        "loop",
+        (
+            "_run",
+            "_run._stream",
+            "_run._batch",
+            "_run._sink",
+            "_run._run_state",
+            "_run._runner",
+            "_run._loop",
+        ),
+    ),
+    (
+        "agent",
+        ("_run._queues", "_run._fanout", "_agent", "_agent._state", "_agent._run", "_agent._agent"),
+    ),
+    ("disk", ("_core._pairing", "_store", "_store._locked_file", "_store._jsonl")),
     ("facade", ("__init__",)),
     ("edges", ("providers", "tools", "mcp", "replay", "telemetry")),
     ("test kit", ("testing",)),
@@ -188,7 +213,7 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_every_module_has_a_layer() -> None:
     graph = import_graph(SRC)
-    assert {"__init__", "_runner", "_batch", "cli", "testing"} <= set(graph)
+    assert {"__init__", "_run._runner", "_run._batch", "cli", "testing"} <= set(graph)
     for module in graph:
         layer_of(module)
 
@@ -204,26 +229,33 @@ def test_no_import_cycle() -> None:
 def test_the_check_sees_type_checking_and_function_level_imports(tmp_path: Path) -> None:
     # A miniature tree with one violation of each kind the check must catch.
     pkg = tmp_path / "trio_agent"
-    (pkg / "cli").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("from ._errors import E\n")
-    (pkg / "_errors.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._loop import R\n"
+    for folder in ("cli", "_core", "_run"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from ._core._errors import E\n")
+    (pkg / "_core" / "_errors.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .._run._loop import R\n"
     )
-    (pkg / "_loop.py").write_text("from ._errors import E\n")
-    (pkg / "_messages.py").write_text("def f():\n    from .cli import main\n")
-    (pkg / "cli" / "__init__.py").write_text("from .. import _messages\n")
+    (pkg / "_run" / "_loop.py").write_text("from .._core._errors import E\n")
+    (pkg / "_core" / "_messages.py").write_text("def f():\n    from ..cli import main\n")
+    (pkg / "cli" / "__init__.py").write_text("from .._core import _messages\n")
     graph = import_graph(pkg)
-    assert graph["_errors"] == {"_loop"}
-    assert graph["_messages"] == {"cli"}
-    assert graph["cli"] == {"_messages"}
+    assert graph["_core._errors"] == {"_run._loop"}
+    assert graph["_core._messages"] == {"cli"}
+    assert graph["cli"] == {"_core._messages"}
     assert layering_violations(graph) == [
-        "_errors (values) imports _loop (loop)",
-        "_messages (values) imports cli (command line)",
+        "_core._errors (values) imports _run._loop (loop)",
+        "_core._messages (values) imports cli (command line)",
     ]
-    assert import_cycles(graph) == [["_errors", "_loop"], ["_messages", "cli"]]
+    assert import_cycles(graph) == [
+        ["_core._errors", "_run._loop"],
+        ["_core._messages", "cli"],
+    ]
 
 
-@pytest.mark.parametrize("module", ["_runner", "_agent_state", "_agent_run", "_agent"])
+@pytest.mark.parametrize(
+    "module", ["_run._runner", "_agent._state", "_agent._run", "_agent._agent"]
+)
 def test_the_core_stays_in_its_layers(module: str) -> None:
     # The loop and the Agent never reach up to the edges or the command line.
     graph = import_graph(SRC)

@@ -35,7 +35,7 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
-from trio_agent._stream import StreamAccumulator
+from trio_agent._run._stream import StreamAccumulator
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import pytest
 
 from loopkit import Recorder, assert_consistent, call, ctx, prompt, reply, sleeper, tool_use
 from trio_agent import LoopConfig, ToolResultMessage, open_agent_loop
-from trio_agent._run_state import RunState
+from trio_agent._run._run_state import RunState
 from trio_agent.testing import ScriptedModel
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "trio_agent"
@@ -93,7 +93,7 @@ async def test_the_first_abort_reason_names_the_aborted_calls(autojump_clock: An
 def test_no_change_to_the_run_state_awaits() -> None:
     """The pairing invariant rests on it: ``_close`` must find the state whole whatever
     checkpoint a cancel hit, so every change to the state runs without a checkpoint."""
-    tree = ast.parse((SRC / "_run_state.py").read_text())
+    tree = ast.parse((SRC / "_run" / "_run_state.py").read_text())
     awaits = [
         f"line {node.lineno}: {type(node).__name__}"
         for node in ast.walk(tree)
@@ -106,7 +106,7 @@ def test_no_change_to_the_run_state_awaits() -> None:
 
 
 async def test_the_runner_adds_no_state() -> None:
-    from trio_agent._runner import Runner
+    from trio_agent._run._runner import Runner
 
     assert Runner.__slots__ == ()
     assert issubclass(Runner, RunState)

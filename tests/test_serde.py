@@ -21,9 +21,9 @@ from trio_agent import (
     dumps,
     loads,
 )
-from trio_agent._events import AgentEvent
-from trio_agent._messages import NO_USAGE, sum_usage
-from trio_agent._serde import event_to_json, from_jsonable, join_surrogate_pairs
+from trio_agent._core._events import AgentEvent
+from trio_agent._core._messages import NO_USAGE, sum_usage
+from trio_agent._core._serde import event_to_json, from_jsonable, join_surrogate_pairs
 
 EVERY_KIND = [
     UserMessage(

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 import trio_agent
 from trio_agent import Tool, ToolCall, ToolContext, ToolOutput
-from trio_agent._arguments import InvalidArguments, check_arguments
+from trio_agent._core._arguments import InvalidArguments, check_arguments
 from trio_agent.testing import tool_arguments
 
 if TYPE_CHECKING:

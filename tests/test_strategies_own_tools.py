@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 import trio_agent
 from trio_agent import AssistantMessage, Tool, ToolCall
-from trio_agent._arguments import InvalidArguments, check_arguments
+from trio_agent._core._arguments import InvalidArguments, check_arguments
 from trio_agent.testing import (
     Script,
     assistant_replies,

@@ -31,7 +31,7 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
-from trio_agent._arguments import InvalidArguments
+from trio_agent._core._arguments import InvalidArguments
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import WorkspaceError, workspace
 from trio_agent.tools._bash import (

@@ -26,7 +26,7 @@ from trio_agent import (
     check_transcript,
     run_agent_loop,
 )
-from trio_agent._arguments import InvalidArguments
+from trio_agent._core._arguments import InvalidArguments
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import WorkspaceError, workspace
 from trio_agent.tools._files import MAX_EDIT_BYTES, MAX_LINE_CHARS, MAX_LINES, MAX_READ_CHARS

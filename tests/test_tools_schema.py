@@ -22,7 +22,7 @@ from trio_agent import (
     check_transcript,
     run_agent_loop,
 )
-from trio_agent._arguments import InvalidArguments
+from trio_agent._core._arguments import InvalidArguments
 from trio_agent.testing import ScriptedModel
 from trio_agent.tools import workspace
 from trio_agent.tools._bash import DEFAULT_TIMEOUT

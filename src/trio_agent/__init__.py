@@ -50,12 +50,11 @@ invariants), ``trio_agent.replay`` (record a session, replay it offline),
 spans), ``trio_agent.fleet`` (thousands of runs, resumable, locally or on Ray); the
 ``trio-agent`` command is ``trio_agent.cli``.
 
-Inside, this module only re-exports names from private modules, in layers (each imports
-only from its own layer or those before it): values (``_messages``, ``_events``,
-``_serde``, ``_model``, ``_tools``, ``_config``...), rules (``_arguments``,
-``_conversion``, ``_policy``...), the loop (``_stream``, ``_batch``, ``_runner``,
-``_loop``), the agent (``_queues``, ``_fanout``, ``_agent``...) and files on disk
-(``_pairing``, ``_jsonl``).
+Inside, this module only re-exports names from private packages, one per layer (each
+imports only from the layers before it): ``_core`` (values and rules: messages, events,
+serde, tools, config, the stop-reason policy, pairing), ``_run`` (the trio driver of one
+run: stream, batch, event delivery, the runner, the loop's entry points), ``_agent``
+(the stateful ``Agent``) and ``_store`` (files on disk: JSONL transcripts).
 
 ``__version__`` is the installed distribution's version (from its metadata).
 """
@@ -63,87 +62,87 @@ only from its own layer or those before it): values (``_messages``, ``_events``,
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
 
-from ._agent import Agent as Agent
-from ._agent import AgentState as AgentState
-from ._agent import open_agent as open_agent
-from ._config import AfterToolCallContext as AfterToolCallContext
-from ._config import AfterToolCallResult as AfterToolCallResult
-from ._config import AgentRunResult as AgentRunResult
-from ._config import BeforeToolCallContext as BeforeToolCallContext
-from ._config import BeforeToolCallResult as BeforeToolCallResult
-from ._config import Context as Context
-from ._config import LoopConfig as LoopConfig
-from ._config import NextTurn as NextTurn
-from ._config import TurnContext as TurnContext
-from ._errors import AgentBusyError as AgentBusyError
-from ._errors import AgentRunError as AgentRunError
-from ._errors import AgentUsageError as AgentUsageError
-from ._errors import TranscriptError as TranscriptError
-from ._errors import TranscriptFormatError as TranscriptFormatError
-from ._errors import TrioAgentError as TrioAgentError
-from ._events import AgentEnd as AgentEnd
-from ._events import AgentEvent as AgentEvent
-from ._events import AgentStart as AgentStart
-from ._events import AssistantEvent as AssistantEvent
-from ._events import CallTiming as CallTiming
-from ._events import Done as Done
-from ._events import EndReason as EndReason
-from ._events import Error as Error
-from ._events import MessageEnd as MessageEnd
-from ._events import MessageStart as MessageStart
-from ._events import MessageUpdate as MessageUpdate
-from ._events import Start as Start
-from ._events import TextDelta as TextDelta
-from ._events import TextEnd as TextEnd
-from ._events import TextStart as TextStart
-from ._events import ThinkingDelta as ThinkingDelta
-from ._events import ThinkingEnd as ThinkingEnd
-from ._events import ThinkingStart as ThinkingStart
-from ._events import ToolCallDelta as ToolCallDelta
-from ._events import ToolCallEnd as ToolCallEnd
-from ._events import ToolCallStart as ToolCallStart
-from ._events import ToolExecutionEnd as ToolExecutionEnd
-from ._events import ToolExecutionStart as ToolExecutionStart
-from ._events import ToolExecutionUpdate as ToolExecutionUpdate
-from ._events import ToolOutcome as ToolOutcome
-from ._events import TurnEnd as TurnEnd
-from ._events import TurnStart as TurnStart
-from ._events import TurnStats as TurnStats
-from ._jsonl import JsonlTranscript as JsonlTranscript
-from ._jsonl import LoadedTranscript as LoadedTranscript
-from ._jsonl import load_transcript as load_transcript
-from ._jsonl import write_transcript as write_transcript
-from ._loop import AgentRun as AgentRun
-from ._loop import open_agent_loop as open_agent_loop
-from ._loop import run_agent_loop as run_agent_loop
-from ._messages import AssistantMessage as AssistantMessage
-from ._messages import ContentBlock as ContentBlock
-from ._messages import CustomMessage as CustomMessage
-from ._messages import Image as Image
-from ._messages import Message as Message
-from ._messages import StopReason as StopReason
-from ._messages import Text as Text
-from ._messages import Thinking as Thinking
-from ._messages import ToolCall as ToolCall
-from ._messages import ToolResultMessage as ToolResultMessage
-from ._messages import Usage as Usage
-from ._messages import UserMessage as UserMessage
-from ._model import Model as Model
-from ._model import ModelOptions as ModelOptions
-from ._model import ModelRequest as ModelRequest
-from ._model import ToolSpec as ToolSpec
-from ._observer import CallObservation as CallObservation
-from ._observer import Observer as Observer
-from ._observer import RequestObservation as RequestObservation
-from ._observer import RunObservation as RunObservation
-from ._pairing import check_transcript as check_transcript
-from ._pairing import repair as repair
-from ._serde import dumps as dumps
-from ._serde import loads as loads
-from ._tool_decorator import tool as tool
-from ._tools import Tool as Tool
-from ._tools import ToolContext as ToolContext
-from ._tools import ToolOutput as ToolOutput
+from ._agent._agent import Agent as Agent
+from ._agent._agent import AgentState as AgentState
+from ._agent._agent import open_agent as open_agent
+from ._core._config import AfterToolCallContext as AfterToolCallContext
+from ._core._config import AfterToolCallResult as AfterToolCallResult
+from ._core._config import AgentRunResult as AgentRunResult
+from ._core._config import BeforeToolCallContext as BeforeToolCallContext
+from ._core._config import BeforeToolCallResult as BeforeToolCallResult
+from ._core._config import Context as Context
+from ._core._config import LoopConfig as LoopConfig
+from ._core._config import NextTurn as NextTurn
+from ._core._config import TurnContext as TurnContext
+from ._core._errors import AgentBusyError as AgentBusyError
+from ._core._errors import AgentRunError as AgentRunError
+from ._core._errors import AgentUsageError as AgentUsageError
+from ._core._errors import TranscriptError as TranscriptError
+from ._core._errors import TranscriptFormatError as TranscriptFormatError
+from ._core._errors import TrioAgentError as TrioAgentError
+from ._core._events import AgentEnd as AgentEnd
+from ._core._events import AgentEvent as AgentEvent
+from ._core._events import AgentStart as AgentStart
+from ._core._events import AssistantEvent as AssistantEvent
+from ._core._events import CallTiming as CallTiming
+from ._core._events import Done as Done
+from ._core._events import EndReason as EndReason
+from ._core._events import Error as Error
+from ._core._events import MessageEnd as MessageEnd
+from ._core._events import MessageStart as MessageStart
+from ._core._events import MessageUpdate as MessageUpdate
+from ._core._events import Start as Start
+from ._core._events import TextDelta as TextDelta
+from ._core._events import TextEnd as TextEnd
+from ._core._events import TextStart as TextStart
+from ._core._events import ThinkingDelta as ThinkingDelta
+from ._core._events import ThinkingEnd as ThinkingEnd
+from ._core._events import ThinkingStart as ThinkingStart
+from ._core._events import ToolCallDelta as ToolCallDelta
+from ._core._events import ToolCallEnd as ToolCallEnd
+from ._core._events import ToolCallStart as ToolCallStart
+from ._core._events import ToolExecutionEnd as ToolExecutionEnd
+from ._core._events import ToolExecutionStart as ToolExecutionStart
+from ._core._events import ToolExecutionUpdate as ToolExecutionUpdate
+from ._core._events import ToolOutcome as ToolOutcome
+from ._core._events import TurnEnd as TurnEnd
+from ._core._events import TurnStart as TurnStart
+from ._core._events import TurnStats as TurnStats
+from ._core._messages import AssistantMessage as AssistantMessage
+from ._core._messages import ContentBlock as ContentBlock
+from ._core._messages import CustomMessage as CustomMessage
+from ._core._messages import Image as Image
+from ._core._messages import Message as Message
+from ._core._messages import StopReason as StopReason
+from ._core._messages import Text as Text
+from ._core._messages import Thinking as Thinking
+from ._core._messages import ToolCall as ToolCall
+from ._core._messages import ToolResultMessage as ToolResultMessage
+from ._core._messages import Usage as Usage
+from ._core._messages import UserMessage as UserMessage
+from ._core._model import Model as Model
+from ._core._model import ModelOptions as ModelOptions
+from ._core._model import ModelRequest as ModelRequest
+from ._core._model import ToolSpec as ToolSpec
+from ._core._observer import CallObservation as CallObservation
+from ._core._observer import Observer as Observer
+from ._core._observer import RequestObservation as RequestObservation
+from ._core._observer import RunObservation as RunObservation
+from ._core._pairing import check_transcript as check_transcript
+from ._core._pairing import repair as repair
+from ._core._serde import dumps as dumps
+from ._core._serde import loads as loads
+from ._core._tool_decorator import tool as tool
+from ._core._tools import Tool as Tool
+from ._core._tools import ToolContext as ToolContext
+from ._core._tools import ToolOutput as ToolOutput
+from ._run._loop import AgentRun as AgentRun
+from ._run._loop import open_agent_loop as open_agent_loop
+from ._run._loop import run_agent_loop as run_agent_loop
+from ._store._jsonl import JsonlTranscript as JsonlTranscript
+from ._store._jsonl import LoadedTranscript as LoadedTranscript
+from ._store._jsonl import load_transcript as load_transcript
+from ._store._jsonl import write_transcript as write_transcript
 
 __all__ = [
     "AfterToolCallContext",

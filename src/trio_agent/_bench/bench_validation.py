@@ -29,7 +29,7 @@ import jsonschema_rs
 import trio
 
 from trio_agent import Tool, ToolCall, ToolContext, tool
-from trio_agent._arguments import InvalidArguments, check_arguments
+from trio_agent._core._arguments import InvalidArguments, check_arguments
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,7 +66,7 @@ SCHEMA: dict[str, Any] = {
 }
 
 VALID: dict[str, Any] = {
-    "path": "src/trio_agent/_loop.py",
+    "path": "src/trio_agent/_run/_loop.py",
     "offset": 120,
     "limit": 80,
     "flags": ["line_numbers"],
@@ -76,7 +76,7 @@ VALID: dict[str, Any] = {
 }
 
 FIXABLE: dict[str, Any] = {
-    "path": "src/trio_agent/_loop.py",
+    "path": "src/trio_agent/_run/_loop.py",
     "offset": "120",
     "limit": "80",
     "flags": '["line_numbers"]',

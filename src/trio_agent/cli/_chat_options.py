@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .._errors import TranscriptFormatError
-from .._jsonl import load_transcript, write_transcript
-from .._messages import Message
-from .._pairing import repair, transcript_violations
+from .._core._errors import TranscriptFormatError
+from .._core._messages import Message
+from .._core._pairing import repair, transcript_violations
+from .._store._jsonl import load_transcript, write_transcript
 from ..providers import Anthropic, OpenAIChat
 from ..providers._anthropic import THINKING_BUDGETS
 from ._common import holds_a_transcript, state_file
 
 if TYPE_CHECKING:
-    from .._observer import Observer
+    from .._core._observer import Observer
     from ..mcp import McpServer
 
 __all__ = [

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import trio
 
-from .. import _events as ev
-from .._messages import AssistantMessage, ToolResultMessage, UserMessage
-from .._serde import _json_text, event_to_json, to_jsonable
+from .._core import _events as ev
+from .._core._messages import AssistantMessage, ToolResultMessage, UserMessage
+from .._core._serde import _json_text, event_to_json, to_jsonable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

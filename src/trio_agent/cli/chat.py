@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._config import LoopConfig
-from .._errors import AgentUsageError, TranscriptFormatError
-from .._jsonl import JsonlTranscript
-from .._model import ModelOptions
+from .._core._config import LoopConfig
+from .._core._errors import AgentUsageError, TranscriptFormatError
+from .._core._model import ModelOptions
+from .._store._jsonl import JsonlTranscript
 from ..replay import RecordingModel
 from ..tools import workspace
 from ._chat_options import (
@@ -57,8 +57,8 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
-    from .._model import Model
-    from .._tools import Tool
+    from .._core._model import Model
+    from .._core._tools import Tool
     from ..mcp import McpServer
     from ..providers import Anthropic, OpenAIChat
 

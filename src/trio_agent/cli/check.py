@@ -12,9 +12,9 @@ import re
 import sys
 from typing import TYPE_CHECKING, TypeVar
 
-from .._errors import AgentUsageError, TranscriptFormatError
-from .._jsonl import load_transcript, write_transcript
-from .._pairing import repair, transcript_violations
+from .._core._errors import AgentUsageError, TranscriptFormatError
+from .._core._pairing import repair, transcript_violations
+from .._store._jsonl import load_transcript, write_transcript
 
 if TYPE_CHECKING:
     import argparse

@@ -30,7 +30,7 @@ import trio
 
 from trio_agent import AgentUsageError, Usage
 
-from .._locked_file import names, open_locked, write_all
+from .._store._locked_file import names, open_locked, write_all
 from ._progress import Counters, show_progress
 from ._results import ResultsLog
 from ._task import (

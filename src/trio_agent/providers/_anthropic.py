@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._messages import (
+from .._core._messages import (
     AssistantMessage,
     Image,
     StopReason,
@@ -41,8 +41,8 @@ from ._reply import ReplyBuilder, StreamFault
 from ._session import describe_error
 
 if TYPE_CHECKING:
-    from .. import _events as ev
-    from .._model import ModelRequest
+    from .._core import _events as ev
+    from .._core._model import ModelRequest
     from ._history import History
     from ._options import HTTPOptions
     from ._sse import SSEEvent

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .._messages import (
+from .._core._messages import (
     AssistantMessage,
     Message,
     Text,

@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .. import _events as ev
-from .._blocks import UnfinishedCall, keep_partial
-from .._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall, Usage
-from .._serde import join_surrogate_pairs
+from .._core import _events as ev
+from .._core._blocks import UnfinishedCall, keep_partial
+from .._core._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall, Usage
+from .._core._serde import join_surrogate_pairs
 
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterator

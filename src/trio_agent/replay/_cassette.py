@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import attrs
 
-from .. import _events as ev
-from .._errors import TranscriptFormatError, TrioAgentError
-from .._jsonl import JsonLines, UnreadableLine, decode_line
-from .._locked_file import write_all
-from .._messages import Message
-from .._model import ModelRequest
-from .._serde import from_jsonable, to_jsonable
+from .._core import _events as ev
+from .._core._errors import TranscriptFormatError, TrioAgentError
+from .._core._messages import Message
+from .._core._model import ModelRequest
+from .._core._serde import from_jsonable, to_jsonable
+from .._store._jsonl import JsonLines, UnreadableLine, decode_line
+from .._store._locked_file import write_all
 from ._redact import redact
 
 if TYPE_CHECKING:

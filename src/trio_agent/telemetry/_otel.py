@@ -33,13 +33,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .._messages import Image, Text
-from .._serde import dumps
+from .._core._messages import Image, Text
+from .._core._serde import dumps
 
 if TYPE_CHECKING:
-    from .. import _events as ev
-    from .._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
-    from .._model import Model, ModelRequest
+    from .._core import _events as ev
+    from .._core._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
+    from .._core._model import Model, ModelRequest
 
 __all__ = ["OpenTelemetry"]
 
@@ -292,7 +292,7 @@ def _result_text(result: ToolResultMessage) -> str:
 
 
 if TYPE_CHECKING:
-    from .._observer import Observer
+    from .._core._observer import Observer
 
     def _is_observer(observer: OpenTelemetry) -> Observer:
         return observer  # the type checker proves the protocol is implemented

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 *Valid* arguments come from ``hypothesis_jsonschema.from_schema(tool.parameters)``, then
 go through the very check the loop makes before it runs a call — the tool's
-``prepare_arguments`` shim, if any, then :func:`~trio_agent._arguments.check_arguments`
+``prepare_arguments`` shim, if any, then :func:`~trio_agent._core._arguments.check_arguments`
 (lenient conversion, then jsonschema-rs validation with formats) — and only arguments that
 pass it are kept. The two validators rarely disagree (a ``format`` one knows and the
 other does not); when they do, the draw is retried, so every value is valid for the loop.
@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from .._arguments import InvalidArguments, check_arguments
+from .._core._arguments import InvalidArguments, check_arguments
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-    from .._tools import Tool
+    from .._core._tools import Tool
 
 __all__ = ["accepts_arguments", "mostly_valid_arguments", "tool_arguments"]
 

@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from .. import _events as ev
-from .._errors import TranscriptFormatError
-from .._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
-from .._pairing import transcript_violations
-from .._serde import dumps, loads
+from .._core import _events as ev
+from .._core._errors import TranscriptFormatError
+from .._core._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
+from .._core._pairing import transcript_violations
+from .._core._serde import dumps, loads
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._config import Context
-    from .._loop import AgentRunResult
-    from .._model import ModelRequest
+    from .._core._config import Context
+    from .._core._model import ModelRequest
+    from .._run._loop import AgentRunResult
 
 __all__ = ["assert_run_invariants", "distinct_calls_view", "run_invariant_violations"]
 

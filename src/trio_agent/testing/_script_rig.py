@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 import attrs
 import trio
 
-from .. import _events as ev
-from .._config import (
+from .._core import _events as ev
+from .._core._config import (
     AfterToolCallContext,
     AfterToolCallResult,
     BeforeToolCallContext,
@@ -25,11 +25,11 @@ from .._config import (
     NextTurn,
     TurnContext,
 )
-from .._errors import AgentRunError
-from .._loop import AgentRun, AgentRunResult, open_agent_loop, run_agent_loop
-from .._messages import Message, ToolCall, UserMessage
-from .._serde import dumps, loads
-from .._tools import Tool, ToolContext, ToolOutput
+from .._core._errors import AgentRunError
+from .._core._messages import Message, ToolCall, UserMessage
+from .._core._serde import dumps, loads
+from .._core._tools import Tool, ToolContext, ToolOutput
+from .._run._loop import AgentRun, AgentRunResult, open_agent_loop, run_agent_loop
 from ._script_run import ScriptRun
 from ._script_values import (
     CALL_SCHEMA,
@@ -46,7 +46,7 @@ from ._scripted import PausePoint, ScriptedModel
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .._model import ModelRequest
+    from .._core._model import ModelRequest
 
 __all__ = ["ScriptRig", "ToolProbe", "live_tasks"]
 

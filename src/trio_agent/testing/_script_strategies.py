@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import attrs
 from hypothesis import strategies as st
 
-from .._messages import StopReason
-from .._tools import as_tools
+from .._core._messages import StopReason
+from .._core._tools import as_tools
 from ._argument_strategies import tool_arguments
 from ._script import Script
 from ._script_values import (
@@ -48,8 +48,8 @@ from ._script_values import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._messages import Message
-    from .._tools import Tool
+    from .._core._messages import Message
+    from .._core._tools import Tool
 
 __all__ = [
     "STOP_REASONS",

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
 
-from .._messages import (
+from .._core._messages import (
     AssistantMessage,
     CustomMessage,
     Message,
@@ -49,11 +49,11 @@ from .._messages import (
     Usage,
     UserMessage,
 )
-from .._tools import Tool
+from .._core._tools import Tool
 from ._scripted import events_for
 
 if TYPE_CHECKING:
-    from .. import _events as ev
+    from .._core import _events as ev
 
 __all__ = [
     "CALL_SCHEMA",

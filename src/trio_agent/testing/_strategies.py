@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
 
-from .._messages import (
+from .._core._messages import (
     AssistantMessage,
     CustomMessage,
     Image,
@@ -33,8 +33,8 @@ from .._messages import (
     Usage,
     UserMessage,
 )
-from .._serde import join_surrogate_pairs
-from .._tools import as_tools
+from .._core._serde import join_surrogate_pairs
+from .._core._tools import as_tools
 from ..replay._strategies import faults
 from ._argument_strategies import mostly_valid_arguments, tool_arguments
 from ._script_strategies import STOP_REASONS, scripts
@@ -42,7 +42,7 @@ from ._script_strategies import STOP_REASONS, scripts
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._tools import Tool
+    from .._core._tools import Tool
 
 __all__ = [
     "assistant_replies",

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._tools import ToolOutput
+from .._core._tools import ToolOutput
 from ._paths import WorkspaceError
 
 if TYPE_CHECKING:
-    from .._tools import ToolContext
+    from .._core._tools import ToolContext
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -13,20 +13,20 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 import trio
 
-from . import _events as ev
-from ._config import AgentRunResult, Context, LoopConfig
-from ._errors import AgentRunError
+from .._core import _events as ev
+from .._core._config import AgentRunResult, Context, LoopConfig
+from .._core._errors import AgentRunError
+from .._core._serde import as_prompts
+from .._core._util import representative
 from ._run_state import check_run_inputs
 from ._runner import OnEvent, Runner
-from ._serde import as_prompts
-from ._util import representative
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import TracebackType
 
-    from ._messages import Message
-    from ._model import Model
+    from .._core._messages import Message
+    from .._core._model import Model
 
 __all__ = ["AgentRun", "AgentRunResult", "open_agent_loop", "run_agent_loop"]
 

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, final
 
 import attrs
 
-from ._messages import AssistantMessage, Message, Usage
+from .._core._messages import AssistantMessage, Message, Usage
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from ._config import AgentRunResult
-    from ._runner import Runner
+    from .._core._config import AgentRunResult
+    from .._run._runner import Runner
 
 __all__ = ["AgentState", "StateView"]
 

@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final, Literal, final
 import attrs
 import trio
 
-from . import _events as ev
-from ._errors import TranscriptFormatError
+from .._core import _events as ev
+from .._core._errors import TranscriptFormatError
+from .._core._messages import Message, as_history
+from .._core._serde import JsonTooDeep, from_jsonable, message_to_json, parse_json
 from ._locked_file import CHUNK, datasync, fsync_dir, line_start, names, open_locked, write_all
-from ._messages import Message, as_history
-from ._serde import JsonTooDeep, from_jsonable, message_to_json, parse_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator

@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import trio
 
-from . import _events as ev
-from ._batch import runs_sequentially
-from ._call_ids import CallIds
-from ._config import AgentRunResult, Context, NextTurn, TurnContext, check_loop_config
-from ._errors import AgentUsageError
-from ._messages import (
+from .._core import _events as ev
+from .._core._call_ids import CallIds
+from .._core._config import AgentRunResult, Context, NextTurn, TurnContext, check_loop_config
+from .._core._errors import AgentUsageError
+from .._core._messages import (
     NO_USAGE,
     AssistantMessage,
     CustomMessage,
@@ -32,20 +31,21 @@ from ._messages import (
     Usage,
     sum_usage,
 )
-from ._model import ModelRequest, ToolSpec, check_model
-from ._observer import Probe
-from ._policy import over_budget
-from ._serde import as_prompts
+from .._core._model import ModelRequest, ToolSpec, check_model
+from .._core._observer import Probe
+from .._core._policy import over_budget
+from .._core._serde import as_prompts
+from .._core._util import make_result
+from ._batch import runs_sequentially
 from ._sink import EventDelivery, OnEvent
-from ._util import make_result
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from .._core._config import LoopConfig, MaybeAwaitable, Messages
+    from .._core._model import Model, ModelOptions
+    from .._core._policy import Decision
     from ._batch import Batch
-    from ._config import LoopConfig, MaybeAwaitable, Messages
-    from ._model import Model, ModelOptions
-    from ._policy import Decision
     from ._stream import StreamAccumulator
 
     PollHook: TypeAlias = Callable[[], MaybeAwaitable[Messages]] | None

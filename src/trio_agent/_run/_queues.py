@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import attrs
 
-from ._messages import MESSAGE_TYPES, Message, UserMessage, describe_value
-from ._serde import check_message
+from .._core._messages import MESSAGE_TYPES, Message, UserMessage, describe_value
+from .._core._serde import check_message
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

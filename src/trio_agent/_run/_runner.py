@@ -51,24 +51,24 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from . import _events as ev
+from .._core import _events as ev
+from .._core._config import NextTurn
+from .._core._errors import AgentRunError
+from .._core._messages import as_history
+from .._core._policy import TERMINATED, Decision, decide, interrupted, natural_end
+from .._core._serde import as_prompts
+from .._core._util import NO_SCOPE, hook_returned, maybe_await, representative
 from ._batch import Batch
-from ._config import NextTurn
-from ._errors import AgentRunError
-from ._messages import as_history
-from ._policy import TERMINATED, Decision, decide, interrupted, natural_end
 from ._run_state import Interrupt, RunState, default_convert
-from ._serde import as_prompts
 from ._sink import OnEvent, SinkFailure
 from ._stream import StreamAccumulator
-from ._util import NO_SCOPE, hook_returned, maybe_await, representative
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
-    from ._config import AgentRunResult
-    from ._messages import AssistantMessage, Message, Usage
-    from ._model import ModelRequest
+    from .._core._config import AgentRunResult
+    from .._core._messages import AssistantMessage, Message, Usage
+    from .._core._model import ModelRequest
 
 __all__ = ["OnEvent", "Runner"]
 

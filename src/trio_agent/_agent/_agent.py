@@ -36,24 +36,24 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 import trio
 
-from ._agent_run import ActiveRun, RunSlot, as_prompts, check_config
-from ._agent_state import AgentState, StateView
-from ._config import Context, LoopConfig
-from ._errors import AgentRunError
-from ._fanout import Fanout
-from ._messages import as_history
-from ._model import Model, check_model
-from ._queues import MODES, MessageQueues, QueueMode, as_message
-from ._runner import Runner
-from ._tools import Tool, as_tools
-from ._util import is_str, one_of
+from .._core._config import Context, LoopConfig
+from .._core._errors import AgentRunError
+from .._core._messages import as_history
+from .._core._model import Model, check_model
+from .._core._tools import Tool, as_tools
+from .._core._util import is_str, one_of
+from .._run._fanout import Fanout
+from .._run._queues import MODES, MessageQueues, QueueMode, as_message
+from .._run._runner import Runner
+from ._run import ActiveRun, RunSlot, as_prompts, check_config
+from ._state import AgentState, StateView
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Sequence
 
-    from . import _events as ev
-    from ._config import AgentRunResult
-    from ._messages import Message, Usage
+    from .._core import _events as ev
+    from .._core._config import AgentRunResult
+    from .._core._messages import Message, Usage
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
 

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import trio
 
-from . import _events as ev
-from ._arguments import InvalidArguments, check_arguments
-from ._config import (
+from .._core import _events as ev
+from .._core._arguments import InvalidArguments, check_arguments
+from .._core._config import (
     AfterToolCallContext,
     AfterToolCallResult,
     BeforeToolCallContext,
@@ -31,13 +31,13 @@ from ._config import (
     Context,
     LoopConfig,
 )
-from ._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
-from ._serde import check_json
-from ._tools import Tool, ToolContext, ToolOutput
-from ._util import hook_returned, make_result, maybe_await, result_content, result_message
+from .._core._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
+from .._core._serde import check_json
+from .._core._tools import Tool, ToolContext, ToolOutput
+from .._core._util import hook_returned, make_result, maybe_await, result_content, result_message
 
 if TYPE_CHECKING:
-    from ._observer import ObservedCall, Probe
+    from .._core._observer import ObservedCall, Probe
     from ._sink import EventDelivery
 
 __all__ = ["Batch", "CallState", "Closed", "runs_sequentially"]

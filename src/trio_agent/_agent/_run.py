@@ -31,17 +31,17 @@ from typing import TYPE_CHECKING, Protocol, final
 import attrs
 import trio
 
-from ._config import check_loop_config
-from ._errors import AgentBusyError, AgentRunError, AgentUsageError
-from ._messages import MESSAGE_TYPES, AssistantMessage, Message, describe_value
-from ._queues import Kind, as_message
-from ._runner import Runner
+from .._core._config import check_loop_config
+from .._core._errors import AgentBusyError, AgentRunError, AgentUsageError
+from .._core._messages import MESSAGE_TYPES, AssistantMessage, Message, describe_value
+from .._run._queues import Kind, as_message
+from .._run._runner import Runner
 
 if TYPE_CHECKING:
-    from ._agent_state import StateView
-    from ._config import AgentRunResult, LoopConfig
-    from ._fanout import Fanout
-    from ._queues import MessageQueues, QueueMode
+    from .._core._config import AgentRunResult, LoopConfig
+    from .._run._fanout import Fanout
+    from .._run._queues import MessageQueues, QueueMode
+    from ._state import StateView
 
 __all__ = ["ActiveRun", "QueueModes", "RunSlot", "as_prompts", "check_config"]
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from . import _events as ev
-from ._errors import AgentRunError
+from .._core import _events as ev
+from .._core._errors import AgentRunError
 
 if TYPE_CHECKING:
-    from ._config import AgentRunResult
+    from .._core._config import AgentRunResult
 
 __all__ = ["EventDelivery", "OnEvent", "SinkFailure"]
 

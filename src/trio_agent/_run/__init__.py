@@ -1,0 +1,1 @@
+"""The trio driver of one run: stream, batch, event delivery, the runner, the entry points."""

@@ -1,0 +1,1 @@
+"""Files on disk: the locked durable file, JSONL transcripts."""
