@@ -24,8 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "values",
         (
-            "_core",
-            "_core._util",
+            "_core._validators",
             "_core._errors",
             "_core._messages",
             "_core._events",
@@ -45,12 +44,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_core._policy",
             "_core._blocks",
             "_core._call_ids",
+            "_core._inputs",
+            "_core._pairing",
         ),
     ),
+    ("core surface", ("_core",)),
     (
         "loop",
         (
-            "_run",
+            "_run._cancel",
+            "_run._observe",
             "_run._stream",
             "_run._batch",
             "_run._sink",
@@ -61,9 +64,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "agent",
-        ("_run._queues", "_run._fanout", "_agent", "_agent._state", "_agent._run", "_agent._agent"),
+        (
+            "_run._queues",
+            "_run._fanout",
+            "_run",
+            "_agent",
+            "_agent._state",
+            "_agent._run",
+            "_agent._agent",
+        ),
     ),
-    ("disk", ("_core._pairing", "_store", "_store._locked_file", "_store._jsonl")),
+    ("disk", ("_store", "_store._locked_file", "_store._jsonl")),
     ("facade", ("__init__",)),
     ("edges", ("providers", "tools", "mcp", "replay", "telemetry")),
     ("test kit", ("testing",)),

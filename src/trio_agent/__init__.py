@@ -67,7 +67,6 @@ from ._agent._agent import AgentState as AgentState
 from ._agent._agent import open_agent as open_agent
 from ._core._config import AfterToolCallContext as AfterToolCallContext
 from ._core._config import AfterToolCallResult as AfterToolCallResult
-from ._core._config import AgentRunResult as AgentRunResult
 from ._core._config import BeforeToolCallContext as BeforeToolCallContext
 from ._core._config import BeforeToolCallResult as BeforeToolCallResult
 from ._core._config import Context as Context
@@ -82,6 +81,7 @@ from ._core._errors import TranscriptFormatError as TranscriptFormatError
 from ._core._errors import TrioAgentError as TrioAgentError
 from ._core._events import AgentEnd as AgentEnd
 from ._core._events import AgentEvent as AgentEvent
+from ._core._events import AgentRunResult as AgentRunResult
 from ._core._events import AgentStart as AgentStart
 from ._core._events import AssistantEvent as AssistantEvent
 from ._core._events import CallTiming as CallTiming

@@ -36,23 +36,30 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 import trio
 
-from .._core._config import Context, LoopConfig
+from .._core import (
+    LoopConfig,
+    as_agent_prompts,
+    as_history,
+    as_message,
+    check_model,
+    is_str,
+    one_of,
+    trusted_context,
+)
 from .._core._errors import AgentRunError
-from .._core._messages import as_history
-from .._core._model import Model, check_model
+from .._core._model import Model
 from .._core._tools import Tool, as_tools
-from .._core._util import is_str, one_of
 from .._run._fanout import Fanout
-from .._run._queues import MODES, MessageQueues, QueueMode, as_message
+from .._run._queues import MODES, MessageQueues, QueueMode
 from .._run._runner import Runner
-from ._run import ActiveRun, RunSlot, as_prompts, check_config
+from ._run import ActiveRun, RunSlot, check_config
 from ._state import AgentState, StateView
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Sequence
 
+    from .._core import AgentRunResult
     from .._core import _events as ev
-    from .._core._config import AgentRunResult
     from .._core._messages import Message, Usage
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
@@ -334,7 +341,7 @@ class Agent:
             AgentRunError: a hook raised or a bug ended the run; ``state.messages``
                 holds the paired transcript, ``__cause__`` the original error.
         """
-        prompts = as_prompts(message)
+        prompts = as_agent_prompts(message)
         active = await self._slot.begin("prompt")
         return await self._run(active, self._slot.prompt_messages(active, prompts))
 
@@ -357,9 +364,8 @@ class Agent:
         return await self._run(active, self._slot.continue_messages(active))
 
     async def _run(self, active: ActiveRun, prompts: list[Message]) -> AgentRunResult:
-        context = Context(
-            system_prompt=self.system_prompt, messages=tuple(self._view.messages), tools=self.tools
-        )
+        # The agent's fields were checked when assigned, its transcript as it entered.
+        context = trusted_context(self.system_prompt, tuple(self._view.messages), self.tools)
         runner: Runner | None = None
         error: AgentRunError | None = None
         try:

@@ -25,25 +25,23 @@ and :meth:`RunSlot.close`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, final
 
 import attrs
 import trio
 
-from .._core._config import check_loop_config
+from .._core import AssistantMessage, Message, check_loop_config
 from .._core._errors import AgentBusyError, AgentRunError, AgentUsageError
-from .._core._messages import MESSAGE_TYPES, AssistantMessage, Message, describe_value
-from .._run._queues import Kind, as_message
+from .._run._queues import Kind
 from .._run._runner import Runner
 
 if TYPE_CHECKING:
-    from .._core._config import AgentRunResult, LoopConfig
+    from .._core import AgentRunResult, LoopConfig
     from .._run._fanout import Fanout
     from .._run._queues import MessageQueues, QueueMode
     from ._state import StateView
 
-__all__ = ["ActiveRun", "QueueModes", "RunSlot", "as_prompts", "check_config"]
+__all__ = ["ActiveRun", "QueueModes", "RunSlot", "check_config"]
 
 
 def check_config(_owner: object, _attribute: object, config: LoopConfig) -> None:
@@ -65,26 +63,6 @@ def check_config(_owner: object, _attribute: object, config: LoopConfig) -> None
                 f"with agent.{method}() instead (or drive run_agent_loop yourself to use "
                 "your own hook)"
             )
-
-
-def as_prompts(message: object) -> list[Message]:
-    """What ``prompt(message)`` sends, before the queued steering.
-
-    Raises:
-        TypeError: not a str, a message or a sequence of them.
-        AgentUsageError: an empty sequence.
-    """
-    if isinstance(message, (str, *MESSAGE_TYPES)):
-        prompts = [as_message(message)]
-    elif isinstance(message, Sequence) and not isinstance(message, bytes | bytearray):
-        prompts = [as_message(m) for m in message]
-    else:
-        raise TypeError(
-            f"prompt() takes a str, a message or a sequence of them, not {describe_value(message)}"
-        )
-    if not prompts:
-        raise AgentUsageError("prompt() needs a message; to resume, call continue_()")
-    return prompts
 
 
 class QueueModes(Protocol):

@@ -32,7 +32,7 @@ from .._core._messages import AssistantMessage, Message, Usage
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from .._core._config import AgentRunResult
+    from .._core import AgentRunResult
     from .._run._runner import Runner
 
 __all__ = ["AgentState", "StateView"]

@@ -1,4 +1,5 @@
-"""Hook contexts and results: how an application steers a run from the outside."""
+"""What a run starts from and how it behaves: ``Context``, ``LoopConfig``, and the hook
+contexts and results through which an application steers a run from the outside."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 import attrs
 
-from . import _events as ev
 from ._messages import (
     AssistantMessage,
     Image,
@@ -15,13 +15,10 @@ from ._messages import (
     Text,
     ToolCall,
     ToolResultMessage,
-    Usage,
-    as_history,
-    describe_value,
 )
 from ._model import Model, ModelOptions
 from ._tools import Tool, as_tools
-from ._util import is_str, one_of, seconds
+from ._validators import as_history, is_str, one_of, seconds
 
 if TYPE_CHECKING:
     from ._observer import Observer
@@ -30,17 +27,28 @@ if TYPE_CHECKING:
 __all__ = [
     "AfterToolCallContext",
     "AfterToolCallResult",
-    "AgentRunResult",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
     "Context",
     "LoopConfig",
     "NextTurn",
     "TurnContext",
+    "maybe_await",
+    "trusted_context",
 ]
 
 T = TypeVar("T")
 MaybeAwaitable: TypeAlias = "T | Awaitable[T]"
+
+
+async def maybe_await(value: Any) -> Any:
+    """``value``, awaited first when it is awaitable (a hook may be sync or async).
+
+    Checkpoints only when ``value`` is awaitable and the awaitable does.
+    """
+    if hasattr(value, "__await__"):
+        return await value
+    return value
 
 
 def _context_tools(value: Any) -> tuple[Tool, ...]:
@@ -68,6 +76,20 @@ class Context:
     tools: tuple[Tool, ...] = attrs.field(default=(), converter=_context_tools)
     """Checked here: an entry that is not a :class:`Tool` (a plain function) is a
     ``TypeError`` at construction, pointing at ``@trio_agent.tool``."""
+
+
+def trusted_context(
+    system_prompt: str, messages: tuple[Message, ...], tools: tuple[Tool, ...]
+) -> Context:
+    """A :class:`Context` of values that were checked where they entered (a run's own
+    transcript, an agent's fields), built without running its converters again: a run
+    that shows its hooks the conversation each turn does not check the whole transcript
+    each turn."""
+    context: Context = object.__new__(Context)
+    object.__setattr__(context, "system_prompt", system_prompt)
+    object.__setattr__(context, "messages", messages)
+    object.__setattr__(context, "tools", tools)
+    return context
 
 
 @attrs.frozen(kw_only=True)
@@ -301,41 +323,6 @@ class LoopConfig:
     observer: Observer | None = None
 
 
-def check_loop_config(config: object) -> None:
-    """Raises TypeError naming the value unless ``config`` is a :class:`LoopConfig` (a run
-    or an agent checks it when given, not at the first field it reads)."""
-    if not isinstance(config, LoopConfig):
-        raise TypeError(f"config must be a trio_agent.LoopConfig, not {describe_value(config)}")
-
-
 if not TYPE_CHECKING:  # resolve the forward references attrs keeps as strings
     from ._observer import Observer
     from ._tools import ToolOutput
-
-
-@attrs.frozen(kw_only=True)
-class AgentRunResult:
-    """How a run ended.
-
-    Attributes:
-        reason: why it ended.
-        messages: the messages this run added, in transcript order.
-        steps: model requests made.
-        transcript: the working message list the run ended with (the context's messages,
-            or what ``prepare_next_turn`` swapped in, plus everything appended since).
-        undelivered: prompts, and messages a steering/follow-up poll returned, that never
-            entered the transcript because the run ended first (the Agent puts polled ones
-            back at the front of its queue).
-        turns: the batch statistics of each turn, in order.
-        error_message: the model's error, when the run ended on an ``error`` reply.
-        usage: the token counts of this run's replies, summed (cache tokens included).
-    """
-
-    reason: ev.EndReason
-    messages: tuple[Message, ...]
-    steps: int
-    transcript: tuple[Message, ...]
-    undelivered: tuple[Message, ...] = ()
-    turns: tuple[ev.TurnStats, ...] = ()
-    error_message: str | None = None
-    usage: Usage = attrs.field(factory=Usage)

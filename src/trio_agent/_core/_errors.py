@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._config import AgentRunResult
+    from ._events import AgentRunResult
 
 __all__ = [
     "AgentBusyError",

@@ -1,4 +1,5 @@
-"""Events: what a model stream says (assistant events) and what a run says (loop events).
+"""Events: what a model stream says (assistant events) and what a run says (loop events),
+and how a run ended (``AgentRunResult``).
 
 Both are closed unions of frozen attrs classes with a ``type`` wire tag. Events are
 immutable snapshots: a consumer that keeps one never sees it change.
@@ -11,11 +12,12 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
 import attrs
 
-from ._messages import AssistantMessage, Message, ToolCall, ToolResultMessage
+from ._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 
 __all__ = [
     "AgentEnd",
     "AgentEvent",
+    "AgentRunResult",
     "AgentStart",
     "AssistantEvent",
     "CallTiming",
@@ -576,3 +578,31 @@ AgentEvent: TypeAlias = (
 A run emits ``AgentStart`` first and ``AgentEnd`` last, exactly once each; see the
 events page of the guide for the full order.
 """
+
+
+@attrs.frozen(kw_only=True)
+class AgentRunResult:
+    """How a run ended.
+
+    Attributes:
+        reason: why it ended.
+        messages: the messages this run added, in transcript order.
+        steps: model requests made.
+        transcript: the working message list the run ended with (the context's messages,
+            or what ``prepare_next_turn`` swapped in, plus everything appended since).
+        undelivered: prompts, and messages a steering/follow-up poll returned, that never
+            entered the transcript because the run ended first (the Agent puts polled ones
+            back at the front of its queue).
+        turns: the batch statistics of each turn, in order.
+        error_message: the model's error, when the run ended on an ``error`` reply.
+        usage: the token counts of this run's replies, summed (cache tokens included).
+    """
+
+    reason: EndReason
+    messages: tuple[Message, ...]
+    steps: int
+    transcript: tuple[Message, ...]
+    undelivered: tuple[Message, ...] = ()
+    turns: tuple[TurnStats, ...] = ()
+    error_message: str | None = None
+    usage: Usage = attrs.field(factory=Usage)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
@@ -316,65 +316,27 @@ Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | Custom
 MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 """The classes of :data:`Message`, for ``isinstance`` checks."""
 
-_NOT_A_SEQUENCE = (str, bytes, bytearray, memoryview)
+
+def result_message(
+    call: ToolCall,
+    content: tuple[Text | Image, ...],
+    *,
+    is_error: bool,
+    details: Any = None,
+) -> ToolResultMessage:
+    """The result of ``call`` with ``content`` (blocks already checked: see
+    ``_inputs.result_content`` for a tool's own), made now."""
+    return ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=content,
+        details=details,
+        is_error=is_error,
+        timestamp=time.time(),
+    )
 
 
-_MESSAGE_TYPE_SET = frozenset(MESSAGE_TYPES)
-
-
-def as_history(value: object, what: str) -> tuple[Message, ...]:
-    """``value`` — a transcript given to a run or an agent, or what a hook returned — as a
-    tuple of messages.
-
-    Raises:
-        TypeError: not a sequence (a ``str``, None...), or an item that is not a message;
-            the message starts with ``what``.
-    """
-    if isinstance(value, _NOT_A_SEQUENCE) or not isinstance(value, Iterable):
-        raise TypeError(f"{what} must be a sequence of messages, not {describe_value(value)}")
-    out = value if type(value) is tuple else tuple(value)
-    if not set(map(type, out)) <= _MESSAGE_TYPE_SET:  # the usual case, checked in C
-        for i, message in enumerate(out):
-            if not isinstance(message, MESSAGE_TYPES):
-                raise TypeError(
-                    f"{what}[{i}] is {describe_value(message)}, not a message (UserMessage, "
-                    "AssistantMessage, ToolResultMessage or CustomMessage; for text, "
-                    "UserMessage.text(...))"
-                )
-    return out
-
-
-def as_messages(prompts: object, what: str = "prompts") -> list[Message]:
-    """``prompts`` — a sequence of messages, or one ``str`` — as a list of messages (the
-    type check of ``_serde.as_prompts``, which also checks the values).
-
-    A ``str`` is one user message.
-
-    Args:
-        what: how error messages name ``prompts`` (a poll's result, say).
-
-    Raises:
-        TypeError: ``prompts`` is not a ``str`` or a sequence of messages (a bare
-            message, bytes, a mapping, a list holding a non-message...); the message
-            names what was passed.
-    """
-    if isinstance(prompts, str):
-        return [UserMessage.text(prompts)]
-    if isinstance(prompts, MESSAGE_TYPES):
-        raise TypeError(
-            f"{what} must be a sequence of messages or a str, not a bare "
-            f"{type(prompts).__name__}: pass [message]"
-        )
-    if not isinstance(prompts, Sequence) or isinstance(prompts, _NOT_A_SEQUENCE):
-        raise TypeError(
-            f"{what} must be a sequence of messages or a str, not {describe_value(prompts)}"
-        )
-    return list(as_history(prompts, what))
-
-
-def describe_value(value: object) -> str:
-    """``value``'s type and a short repr, for error messages (``bytes b'hi'``)."""
-    text = repr(value)
-    if len(text) > 60:
-        text = f"{text[:60]}…"
-    return f"{type(value).__name__} {text}"
+def make_result(call: ToolCall, text: str, *, is_error: bool) -> ToolResultMessage:
+    """The result of ``call`` holding one text: the loop's own (not found, skipped,
+    aborted, timed out...)."""
+    return result_message(call, (Text(text=text),), is_error=is_error)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from ._messages import Message, describe_value
+from ._messages import Message
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -98,14 +98,3 @@ class Model(Protocol):
             events. Leaving it, early or not, must stop whatever produces them.
         """
         ...
-
-
-def check_model(model: object, what: str = "model") -> None:
-    """Raises TypeError, naming ``what`` and the value, unless ``model`` has a callable
-    ``stream`` (the :class:`Model` protocol): caught where a run or an agent is made,
-    not at its first request."""
-    if not callable(getattr(model, "stream", None)):
-        raise TypeError(
-            f"{what} must be a Model (an object with a stream(request) method, such as a "
-            f"provider or ScriptedModel), not {describe_value(model)}"
-        )

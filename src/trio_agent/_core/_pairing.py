@@ -12,8 +12,8 @@ from ._messages import (
     Text,
     ToolCall,
     ToolResultMessage,
-    as_history,
 )
+from ._validators import as_history
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -40,11 +40,25 @@ from ._messages import (
     Thinking,
     ToolCall,
     ToolResultMessage,
-    as_history,
-    as_messages,
 )
+from ._validators import as_history
 
-__all__ = ["MAX_JSON_DEPTH", "JsonTooDeep", "dumps", "join_surrogate_pairs", "loads", "parse_json"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "MAX_VALUE_DEPTH",
+    "JsonTooDeep",
+    "check_json",
+    "check_message",
+    "dumps",
+    "event_to_json",
+    "from_jsonable",
+    "join_surrogate_pairs",
+    "json_text",
+    "loads",
+    "message_to_json",
+    "parse_json",
+    "to_jsonable",
+]
 
 T = TypeVar("T")
 
@@ -222,7 +236,7 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
     """Compact JSON text of ``value`` that encodes as UTF-8 whatever strings it holds.
 
     Non-ASCII characters stay as they are (readable); surrogate code points, which UTF-8
@@ -266,7 +280,7 @@ def check_json(value: Any, what: str) -> None:
     """
     try:
         jsonable = to_jsonable(value)
-        text = _json_text(jsonable)
+        text = json_text(jsonable)
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(f"{what} is not JSON data: {exc}") from None
     # What is written must read back: the readers refuse deeper lines (parse_json).
@@ -300,35 +314,14 @@ def check_message(message: Message, what: str) -> None:
                 check_json(block.arguments, f"{what}.content[{i}].arguments")
 
 
-def as_prompts(prompts: object, what: str = "prompts") -> list[Message]:
-    """``prompts`` — a sequence of messages, or one ``str`` — as a list of messages.
-
-    A ``str`` is one user message. Checked at the door, so that a wrong value fails
-    before anything runs rather than deep inside a run: the type of each message, and
-    its free-form values (:func:`check_message`).
-
-    Args:
-        what: how error messages name ``prompts`` (a poll's result, say).
-
-    Raises:
-        TypeError: ``prompts`` is not a ``str`` or a sequence of messages (a bare
-            message, bytes, a mapping, a list holding a non-message...), or a message
-            holds a value a transcript cannot store; the message names what was passed.
-    """
-    out = as_messages(prompts, what)
-    for i, message in enumerate(out):
-        check_message(message, f"{what}[{i}]")
-    return out
-
-
 def message_to_json(message: Message) -> str:
     """One message as compact JSON text (one line) that encodes as UTF-8."""
-    return _json_text(to_jsonable(message, Message))
+    return json_text(to_jsonable(message, Message))
 
 
 def event_to_json(event: ev.AgentEvent) -> str:
     """One loop event as compact JSON text (one line) that encodes as UTF-8."""
-    return _json_text(to_jsonable(event, ev.AgentEvent))
+    return json_text(to_jsonable(event, ev.AgentEvent))
 
 
 def dumps(messages: Iterable[Message]) -> str:
@@ -345,7 +338,7 @@ def dumps(messages: Iterable[Message]) -> str:
             :func:`loads` would refuse is never written. Also a message holding a value
             that is not JSON.
     """
-    return _json_text([to_jsonable(m, Message) for m in as_history(messages, "messages")])
+    return json_text([to_jsonable(m, Message) for m in as_history(messages, "messages")])
 
 
 MAX_JSON_DEPTH = 256

@@ -156,9 +156,12 @@ def _build(
     built: list[Tool] = []
 
     async def execute(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> Any:
-        # Validate again (a no-op fast path after the batch did) so that a direct call
-        # cannot feed unchecked values to the non-strict conversion below.
-        args = check_arguments(built[0], args)
+        # Arguments are validated once per call: by the batch that runs this tool, or
+        # here when ``execute`` is called directly, so that no call feeds unchecked values
+        # to the non-strict conversion below.
+        tool = built[0]
+        if not isinstance(ctx, ToolContext) or args is not ctx._validated(tool):
+            args = check_arguments(tool, args)
         try:
             values = msgspec.convert(
                 args if type(args) is dict else dict(args), struct, strict=False

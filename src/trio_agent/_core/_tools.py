@@ -9,7 +9,7 @@ from typing import Any, Literal
 import attrs
 
 from ._messages import Image, Text, ToolCall
-from ._util import one_of, seconds
+from ._validators import one_of, seconds
 
 __all__ = ["Tool", "ToolContext", "ToolOutput"]
 
@@ -65,6 +65,12 @@ class ToolContext:
         after the tool finished is ignored. This is a checkpoint.
         """
         await self._report(partial)
+
+    def _validated(self, tool: Tool) -> Mapping[str, Any] | None:
+        """The arguments the run already validated against ``tool``'s schema for this
+        call, so that ``tool.execute`` need not validate them again; None when the run
+        did not (a context built by hand, another tool's call)."""
+        return None
 
 
 Execute = Callable[[ToolCall, Mapping[str, Any], ToolContext], Awaitable["ToolOutput | str"]]

@@ -1,1 +1,34 @@
-"""The trio driver of one run: stream, batch, event delivery, the runner, the entry points."""
+"""The trio driver of one run: stream, batch, event delivery, the runner, the queues, the
+runtime side of the observer, the loop's entry points.
+
+This is the layer's surface: the ``Agent``, the public facade and the edges import what
+they need from here (``from .._run import Runner``), never from a module of the package.
+It imports only from ``_core``.
+"""
+
+from ._cancel import NO_SCOPE, representative
+from ._fanout import Fanout
+from ._loop import AgentRun, open_agent_loop, run_agent_loop
+from ._observe import ObservedCall, ObservedStream, Probe
+from ._queues import MODES, Kind, MessageQueues, QueueMode
+from ._runner import OnEvent, Runner
+from ._stream import StreamAccumulator
+
+__all__ = [
+    "MODES",
+    "NO_SCOPE",
+    "AgentRun",
+    "Fanout",
+    "Kind",
+    "MessageQueues",
+    "ObservedCall",
+    "ObservedStream",
+    "OnEvent",
+    "Probe",
+    "QueueMode",
+    "Runner",
+    "StreamAccumulator",
+    "open_agent_loop",
+    "representative",
+    "run_agent_loop",
+]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import trio
 
 from .._core import _events as ev
+from .._core import hook_returned, make_result, maybe_await, result_content, result_message
 from .._core._arguments import InvalidArguments, check_arguments
 from .._core._config import (
     AfterToolCallContext,
@@ -34,10 +35,9 @@ from .._core._config import (
 from .._core._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
 from .._core._serde import check_json
 from .._core._tools import Tool, ToolContext, ToolOutput
-from .._core._util import hook_returned, make_result, maybe_await, result_content, result_message
 
 if TYPE_CHECKING:
-    from .._core._observer import ObservedCall, Probe
+    from ._observe import ObservedCall, Probe
     from ._sink import EventDelivery
 
 __all__ = ["Batch", "CallState", "Closed", "runs_sequentially"]
@@ -109,6 +109,10 @@ class CallState(ToolContext):
         await self.sink.emit(
             ev.ToolExecutionUpdate(call_id=self.call.id, tool_name=self.call.name, partial=partial)
         )
+
+    def _validated(self, tool: Tool) -> Mapping[str, Any] | None:
+        # ``args`` were validated for ``self.tool`` once the call was prepared.
+        return self.args if self.tool is tool else None
 
     def start_event(self) -> ev.ToolExecutionStart:
         return ev.ToolExecutionStart(

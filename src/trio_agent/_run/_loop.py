@@ -13,12 +13,10 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 import trio
 
+from .._core import AgentRunResult, Context, LoopConfig, check_run
 from .._core import _events as ev
-from .._core._config import AgentRunResult, Context, LoopConfig
 from .._core._errors import AgentRunError
-from .._core._serde import as_prompts
-from .._core._util import representative
-from ._run_state import check_run_inputs
+from ._cancel import representative
 from ._runner import OnEvent, Runner
 
 if TYPE_CHECKING:
@@ -78,16 +76,11 @@ async def run_agent_loop(
         AgentRunError: a hook or ``on_event`` raised, or a bug; ``.result`` holds the
             paired transcript, ``__cause__`` the original error.
     """
+    config = LoopConfig() if config is None else config
+    checked = check_run(prompts, context, model, config)
     # Nothing outside can abort or interrupt this run: it needs no cancel scopes of its
     # own (the caller's still stop it).
-    runner = Runner(
-        prompts,
-        context,
-        model,
-        LoopConfig() if config is None else config,
-        on_event=on_event,
-        controlled=False,
-    )
+    runner = Runner(checked, context, model, config, on_event=on_event, controlled=False)
     return await runner.run()
 
 
@@ -213,8 +206,8 @@ class open_agent_loop:
         on_event: OnEvent | None = None,
     ) -> None:
         config = LoopConfig() if config is None else config
-        self._args = (as_prompts(prompts), context, model, config)
-        check_run_inputs(context, model, config)  # at once, not in the run's task
+        # At once, not in the run's task; the runner trusts what it is given.
+        self._args = (check_run(prompts, context, model, config), context, model, config)
         self._buffer = buffer
         self._on_event = on_event
         self._nursery_cm: Any = None

@@ -37,34 +37,18 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import attrs
 
-from .._core._messages import MESSAGE_TYPES, Message, UserMessage, describe_value
-from .._core._serde import check_message
+from .._core import Message
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["MODES", "Kind", "MessageQueues", "QueueMode", "as_message"]
+__all__ = ["MODES", "Kind", "MessageQueues", "QueueMode"]
 
 QueueMode: TypeAlias = Literal["one_at_a_time", "all"]
 """How many queued messages one poll delivers: the oldest one, or all of them."""
 
 MODES = ("one_at_a_time", "all")
 Kind: TypeAlias = Literal["steering", "follow_up"]
-
-
-def as_message(message: object) -> Message:
-    """``message`` as a message: a ``str`` becomes a user message.
-
-    Raises:
-        TypeError: neither a message nor a ``str``, or a message holding a value a
-            transcript cannot store (see ``_serde.check_message``).
-    """
-    if isinstance(message, str):
-        return UserMessage.text(message)
-    if isinstance(message, MESSAGE_TYPES):
-        check_message(message, "the message")
-        return message
-    raise TypeError(f"expected a message or a str, got {describe_value(message)}")
 
 
 @attrs.define(eq=False)

@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import trio
 
+from .._core import AgentRunResult, NextTurn, TurnContext, make_result, trusted_context
 from .._core import _events as ev
 from .._core._call_ids import CallIds
-from .._core._config import AgentRunResult, Context, NextTurn, TurnContext, check_loop_config
-from .._core._errors import AgentUsageError
 from .._core._messages import (
     NO_USAGE,
     AssistantMessage,
@@ -31,18 +30,16 @@ from .._core._messages import (
     Usage,
     sum_usage,
 )
-from .._core._model import ModelRequest, ToolSpec, check_model
-from .._core._observer import Probe
+from .._core._model import ModelRequest, ToolSpec
 from .._core._policy import over_budget
-from .._core._serde import as_prompts
-from .._core._util import make_result
 from ._batch import runs_sequentially
+from ._observe import Probe
 from ._sink import EventDelivery, OnEvent
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from .._core._config import LoopConfig, MaybeAwaitable, Messages
+    from .._core import Context, LoopConfig, MaybeAwaitable, Messages
     from .._core._model import Model, ModelOptions
     from .._core._policy import Decision
     from ._batch import Batch
@@ -92,17 +89,6 @@ def default_convert(messages: Sequence[Message]) -> tuple[Message, ...]:
     return tuple(m for m in messages if type(m) is not CustomMessage)
 
 
-def check_run_inputs(context: object, model: object, config: object) -> None:
-    """The door check of a run's context, model and config (its prompts go through
-    ``as_prompts``): each must be what it says, so that a wrong one is a ``TypeError``
-    naming it before anything runs, not an ``AttributeError`` at the first request.
-    """
-    if not isinstance(context, Context):
-        raise TypeError(f"context must be a trio_agent.Context, not {type(context).__name__}")
-    check_model(model)
-    check_loop_config(config)
-
-
 class RunState:
     """One run's state and its synchronous changes (see the module docstring).
 
@@ -136,6 +122,7 @@ class RunState:
         "timed_out",
         "token",
         "transcript",
+        "trusted_polls",
         "turn_decision",
         "turn_index",
         "turn_message",
@@ -149,7 +136,7 @@ class RunState:
 
     def __init__(
         self,
-        prompts: Sequence[Message] | str,
+        prompts: Sequence[Message],
         context: Context,
         model: Model,
         config: LoopConfig,
@@ -159,15 +146,7 @@ class RunState:
         controlled: bool = True,
         polls: tuple[PollHook, PollHook] | None = None,
     ) -> None:
-        prompts = as_prompts(prompts)
-        check_run_inputs(context, model, config)
-        if not prompts:
-            last = context.messages[-1] if context.messages else None
-            if last is None or type(last) is AssistantMessage:
-                raise AgentUsageError(
-                    "nothing to continue from: with no prompts, the context must end in a "
-                    "user, tool-result or custom message (pass a prompt instead)"
-                )
+        # The inputs were checked where they entered (``_core._inputs``): trusted here.
         self.config = config
         # The steering and follow-up polls: the config's, or ``polls`` (the Agent's
         # queues, given apart so that no per-run copy of its config is made).
@@ -176,6 +155,8 @@ class RunState:
             if polls is None
             else polls
         )
+        # The Agent's polls hand out messages its queues took checked: not checked again.
+        self.trusted_polls = polls is not None
         self.context = context
         self.model = model
         self.options: ModelOptions = config.model_options
@@ -499,10 +480,8 @@ class RunState:
         )
 
     def _context_now(self) -> Context:
-        return Context(
-            system_prompt=self.context.system_prompt,
-            messages=tuple(self.transcript),
-            tools=self.context.tools,
+        return trusted_context(
+            self.context.system_prompt, tuple(self.transcript), self.context.tools
         )
 
     def _turn_context(self) -> TurnContext:

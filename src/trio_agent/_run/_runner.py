@@ -52,13 +52,12 @@ import attrs
 import trio
 
 from .._core import _events as ev
+from .._core import as_history, as_prompts, hook_returned, maybe_await
 from .._core._config import NextTurn
 from .._core._errors import AgentRunError
-from .._core._messages import as_history
 from .._core._policy import TERMINATED, Decision, decide, interrupted, natural_end
-from .._core._serde import as_prompts
-from .._core._util import NO_SCOPE, hook_returned, maybe_await, representative
 from ._batch import Batch
+from ._cancel import NO_SCOPE, representative
 from ._run_state import Interrupt, RunState, default_convert
 from ._sink import OnEvent, SinkFailure
 from ._stream import StreamAccumulator
@@ -66,7 +65,7 @@ from ._stream import StreamAccumulator
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
-    from .._core._config import AgentRunResult
+    from .._core import AgentRunResult
     from .._core._messages import AssistantMessage, Message, Usage
     from .._core._model import ModelRequest
 
@@ -184,7 +183,9 @@ class Runner(RunState):
             return
         messages = await maybe_await(hook())
         if messages:
-            self.pending.extend(as_prompts(messages, f"{name}()'s result"))
+            self.pending.extend(
+                messages if self.trusted_polls else as_prompts(messages, f"{name}()'s result")
+            )
 
     async def _end(self, reason: ev.EndReason) -> None:
         self._close(reason)

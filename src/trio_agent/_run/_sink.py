@@ -25,7 +25,7 @@ from .._core import _events as ev
 from .._core._errors import AgentRunError
 
 if TYPE_CHECKING:
-    from .._core._config import AgentRunResult
+    from .._core import AgentRunResult
 
 __all__ = ["EventDelivery", "OnEvent", "SinkFailure"]
 

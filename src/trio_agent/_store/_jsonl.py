@@ -40,8 +40,9 @@ import attrs
 import trio
 
 from .._core import _events as ev
+from .._core import as_history
 from .._core._errors import TranscriptFormatError
-from .._core._messages import Message, as_history
+from .._core._messages import Message
 from .._core._serde import JsonTooDeep, from_jsonable, message_to_json, parse_json
 from ._locked_file import CHUNK, datasync, fsync_dir, line_start, names, open_locked, write_all
 

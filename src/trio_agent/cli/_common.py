@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO, TypeVar
 
 import trio
 
-from .._core._util import representative
+from .._run import representative
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 import trio
 
 from .._core import _events as ev
+from .._core import event_to_json, json_text, to_jsonable
 from .._core._messages import AssistantMessage, ToolResultMessage, UserMessage
-from .._core._serde import _json_text, event_to_json, to_jsonable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -351,13 +351,13 @@ class JsonView:
     def show(self, event: ev.AgentEvent) -> None:
         if type(event) is ev.MessageUpdate:
             inner = to_jsonable(event.event, ev.AssistantEvent)
-            self.out.line(_json_text({"type": event.type, "event": inner}))
+            self.out.line(json_text({"type": event.type, "event": inner}))
         else:
             self.out.line(event_to_json(event))
 
     def transcript(self, path: object) -> None:
         """The last line: where the transcript was written."""
-        self.out.line(_json_text({"type": "transcript", "path": str(path)}))
+        self.out.line(json_text({"type": "transcript", "path": str(path)}))
 
 
 def wants_color(stream: TextIO) -> bool:

@@ -43,7 +43,7 @@ import trio
 
 from trio_agent import Usage
 
-from .._core._util import seconds
+from .._core import seconds
 from ._task import FAILED, FleetError, FleetTask, StorageError, TaskResult, transcript_relpath
 from ._worker import Job, resolve_factory, run_task
 

@@ -71,9 +71,9 @@ from trio_agent import (
     write_transcript,
 )
 
+from .._core import seconds
 from .._core._messages import sum_usage
 from .._core._policy import over_budget
-from .._core._util import seconds
 from ._task import (
     FAILED,
     TIMEOUT,

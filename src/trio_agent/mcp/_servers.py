@@ -20,8 +20,8 @@ from mcp import StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from .._core import seconds
 from .._core._tools import check_tool_name
-from .._core._util import seconds
 from ..tools._bash import MAX_OUTPUT_CHARS
 from ._stdio import stdio_transport
 

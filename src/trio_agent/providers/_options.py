@@ -6,7 +6,7 @@ import random
 
 import attrs
 
-from .._core._util import seconds
+from .._core import seconds
 
 __all__ = ["HTTPOptions", "RetryPolicy"]
 

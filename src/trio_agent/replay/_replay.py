@@ -9,9 +9,9 @@ import attrs
 import trio
 
 from .._core import _events as ev
+from .._core import one_of
 from .._core._errors import TrioAgentError
 from .._core._messages import AssistantMessage
-from .._core._util import one_of
 from .._run._stream import StreamAccumulator
 from ._cassette import Cassette, CassetteRecord, load_cassette, request_differences, request_digest
 
