@@ -1,26 +1,36 @@
-"""Files on disk: the locked durable file, JSONL transcripts.
+"""Files on disk: the locked durable file, versioned JSONL files (the format under
+transcripts, cassettes and fleet results, with its crash model), JSONL transcripts.
 
 This is the layer's surface: the public facade and the edges import what they need from
 here (``from .._store import JsonlTranscript``), never from a module of the package. It
 imports only from ``_core``.
 """
 
-from ._jsonl import (
+from ._jsonl import JsonlTranscript, LoadedTranscript, load_transcript, write_transcript
+from ._jsonl_file import (
+    NO_HEADER,
+    AppendFile,
+    FsyncMode,
+    HeaderError,
     JsonLines,
-    JsonlTranscript,
-    LoadedTranscript,
+    LineFormat,
     UnreadableLine,
+    check_fsync,
     decode_line,
-    load_transcript,
-    write_transcript,
 )
 from ._locked_file import names, open_locked, write_all
 
 __all__ = [
+    "NO_HEADER",
+    "AppendFile",
+    "FsyncMode",
+    "HeaderError",
     "JsonLines",
     "JsonlTranscript",
+    "LineFormat",
     "LoadedTranscript",
     "UnreadableLine",
+    "check_fsync",
     "decode_line",
     "load_transcript",
     "names",

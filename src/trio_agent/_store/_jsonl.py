@@ -7,6 +7,9 @@ surrogate code points, which UTF-8 cannot hold, are written as ``\\uXXXX`` escap
     {"role":"user","content":[...],"timestamp":...}       then one line per finished
     {"role":"assistant","content":[...],...}              message, in transcript order
 
+A transcript is a versioned JSONL file (``_jsonl_file``: the format and the crash model
+it shares with cassettes and fleet results).
+
 Crash model. :class:`JsonlTranscript` writes each message with a single ``write`` to an
 unbuffered file opened for appending, so once its sink has returned the line is in the
 operating system: a process killed at any instant (SIGKILL included) loses no message
@@ -31,153 +34,59 @@ Resuming a run after a crash::
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Final, Literal, final
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import attrs
 import trio
 
-from .._core import _events as ev
 from .._core import as_history
+from .._core import events as ev
 from .._core._errors import TranscriptFormatError
 from .._core._messages import Message
-from .._core._serde import JsonTooDeep, from_jsonable, message_to_json, parse_json
-from ._locked_file import CHUNK, datasync, fsync_dir, line_start, names, open_locked, write_all
+from .._core._serde import from_jsonable, message_to_json
+from ._jsonl_file import (
+    AppendFile,
+    FsyncMode,
+    HeaderError,
+    JsonLines,
+    LineFormat,
+    UnreadableLine,
+    check_fsync,
+)
+from ._locked_file import fsync_dir, names, open_locked
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable
     from types import TracebackType
 
 __all__ = ["JsonlTranscript", "LoadedTranscript", "load_transcript", "write_transcript"]
 
-FORMAT: Final = "trio-agent-transcript"
-VERSION: Final = 1
-HEADER_LINE: Final = (
-    json.dumps({"format": FORMAT, "version": VERSION}, separators=(",", ":")) + "\n"
-).encode()
-
-FsyncMode = bool | Literal["turn"]
+TRANSCRIPT: Final = LineFormat("trio-agent-transcript", 1)
+"""The transcript file format: its header's name and version."""
+VERSION: Final = TRANSCRIPT.version
+HEADER_LINE: Final = TRANSCRIPT.header_line
 
 
-class UnreadableLine(ValueError):
-    """A line that is not UTF-8 JSON text.
-
-    Attributes:
-        torn: whether a crash while the line was written can explain it (cut JSON, a
-            cut UTF-8 sequence, a blank line): then, as the last line of a file, it is
-            a torn tail. A line nested too deeply to read is never torn: no writer
-            writes one, and a cut line is never deeper than the whole one.
-    """
-
-    def __init__(self, reason: str, *, torn: bool = True) -> None:
-        super().__init__(reason)
-        self.torn = torn
-
-
-def decode_line(raw: bytes) -> Any:
-    """The JSON value of one line (without its newline). Raises :class:`UnreadableLine`."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UnreadableLine(
-            f"not UTF-8 text ({exc.reason}: byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
-        ) from None
-    if not text.strip():
-        raise UnreadableLine("blank line")
-    try:
-        return parse_json(text)
-    except JsonTooDeep as exc:
-        raise UnreadableLine(f"malformed JSON: {exc}", torn=False) from None
-    except ValueError as exc:
-        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-        col = f" (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise UnreadableLine(f"malformed JSON: {msg}{col}") from None
-
-
-@final
-class JsonLines:
-    """The lines after the header of a JSONL file written one line per ``write``
-    (transcripts, cassettes), with the rule for a torn tail they all follow.
-
-    Iterating gives ``(line number, JSON value)`` for each line of ``file``, read from
-    where it stands (just after the header, line 1) one line at a time and one line
-    ahead (to know which line is the last): memory stays near the size of one line.
-    A last line that is not UTF-8 JSON text — what a crash in the middle of its
-    ``write`` leaves — is *torn*: it is not given, and once the iteration is over
-    :attr:`torn_line` and :attr:`torn_reason` say so. Any other unreadable line, and a
-    line nested too deeply to read wherever it is, raises.
-
-    Args:
-        file: a binary file positioned after the header line.
-        where: how messages name the file.
-        skip_blank: pass over blank lines instead of refusing them.
-
-    Raises:
-        TranscriptFormatError: (while iterating) a line that is not UTF-8 JSON text and
-            not a torn tail; ``.line`` names it.
-        OSError: the file cannot be read.
-    """
-
-    def __init__(self, file: BinaryIO, where: str, *, skip_blank: bool = False) -> None:
-        self._file = file
-        self._where = where
-        self._skip_blank = skip_blank
-        self.torn_line: int | None = None
-        """The 1-based number of a torn last line that was left out, else None."""
-        self.torn_reason: str | None = None
-        """Why that line could not be read."""
-
-    def __iter__(self) -> Iterator[tuple[int, Any]]:
-        readline = self._file.readline
-        number = 1
-        line = readline()
-        while line:
-            number += 1
-            after = readline()
-            raw = line.removesuffix(b"\n")
-            if self._skip_blank and not raw.strip():
-                line = after
-                continue
-            try:
-                item = decode_line(raw)
-            except UnreadableLine as exc:
-                if not after and exc.torn:
-                    self.torn_line, self.torn_reason = number, str(exc)
-                    return
-                raise TranscriptFormatError(f"{self._where}:{number}: {exc}", line=number) from None
-            yield number, item
-            line = after
-
-
-def _bad_header(where: str, what: str) -> TranscriptFormatError:
-    return TranscriptFormatError(
-        f"{where}:1: {what}; a trio-agent transcript starts with the line "
-        f"{HEADER_LINE.decode().strip()}",
-        line=1,
-    )
-
-
-def _parse_header(raw: bytes, where: str) -> int:
-    """The version of a header line; raises :class:`TranscriptFormatError` on line 1."""
-    try:
-        data = decode_line(raw)
-    except UnreadableLine as exc:
-        raise _bad_header(where, f"no transcript header ({exc})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise _bad_header(where, "no transcript header (not a trio-agent transcript)")
-    version = data.get("version")
-    if type(version) is not int:
-        raise _bad_header(where, f"the header has no integer version (got {version!r})")
-    if version != VERSION:
-        raise TranscriptFormatError(
-            f"{where}:1: transcript format version {version} is not supported "
+def _header_error(exc: HeaderError, where: str) -> TranscriptFormatError:
+    """How a transcript reader words a first line that is not a transcript header."""
+    if exc.kind == "version":
+        return TranscriptFormatError(
+            f"{where}:1: transcript format version {exc.version} is not supported "
             f"(this trio-agent reads version {VERSION}; upgrade trio-agent to read it)",
             path="$.version",
             line=1,
         )
-    return version
+    what = {
+        "empty": "empty file, not a trio-agent transcript (expected a header line)",
+        "unreadable": f"no transcript header ({exc})",
+        "foreign": "no transcript header (not a trio-agent transcript)",
+        "no_version": f"the header has no integer version (got {exc.version!r})",
+    }[exc.kind]
+    if exc.kind != "empty":
+        what += f"; a trio-agent transcript starts with the line {HEADER_LINE.decode().strip()}"
+    return TranscriptFormatError(f"{where}:1: {what}", line=1)
 
 
 def _parse_message(data: Any, where: str, line: int | None) -> Message:
@@ -241,13 +150,10 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
     """
     where = os.fspath(path)
     with open(path, "rb") as f:
-        header = f.readline()
-        if not header:
-            raise TranscriptFormatError(
-                f"{where}:1: empty file, not a trio-agent transcript (expected a header line)",
-                line=1,
-            )
-        version = _parse_header(header.removesuffix(b"\n"), where)
+        try:
+            version = TRANSCRIPT.read_first_line(f)
+        except HeaderError as exc:
+            raise _header_error(exc, where) from None
         lines = JsonLines(f, where)
         messages = [_parse_message(item, where, number) for number, item in lines]
     return LoadedTranscript(
@@ -314,11 +220,6 @@ def write_transcript(
 # --- writing ---------------------------------------------------------------------------
 
 
-def _check_fsync(_: Any, __: Any, value: Any) -> None:
-    if value is not True and value is not False and value != "turn":
-        raise ValueError(f"fsync must be True, False or 'turn', not {value!r}")
-
-
 @final
 @attrs.define(eq=False)
 class JsonlTranscript:
@@ -365,13 +266,10 @@ class JsonlTranscript:
     """
 
     path: Path = attrs.field(converter=Path, on_setattr=attrs.setters.frozen)
-    fsync: FsyncMode = attrs.field(default=True, validator=_check_fsync, kw_only=True)
-    _fd: int | None = attrs.field(default=None, init=False)
+    fsync: FsyncMode = attrs.field(default=True, validator=check_fsync, kw_only=True)
+    _file: AppendFile | None = attrs.field(default=None, init=False)
     _state: Literal["new", "open", "closed"] = attrs.field(default="new", init=False)
     _lock: trio.StrictFIFOLock = attrs.field(factory=trio.StrictFIFOLock, init=False)
-    _size: int = attrs.field(default=0, init=False)
-    _dirty: bool = attrs.field(default=False, init=False)
-    _broken: BaseException | None = attrs.field(default=None, init=False)
     dropped_bytes: int = attrs.field(default=0, init=False)
     """Bytes of a torn last line cut off when the file was opened (0 normally)."""
 
@@ -381,7 +279,7 @@ class JsonlTranscript:
         back to its last whole line and takes no more lines — else None. Tells a run
         that failed because this sink could not write (``AgentRunError`` whose cause is
         this error) from one that failed for a reason of its own."""
-        return self._broken
+        return None if self._file is None else self._file.broken
 
     # --- opening and closing ----------------------------------------------------------
 
@@ -431,73 +329,32 @@ class JsonlTranscript:
         await trio.lowlevel.checkpoint_if_cancelled()
 
     def _open_sync(self) -> None:
-        fd, created = open_locked(self.path, os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
-        try:
-            size = os.fstat(fd).st_size
-            if size:
-                size = self._check_existing(fd, size)
-            if not size:
-                write_all(fd, HEADER_LINE)
-                size = len(HEADER_LINE)
-                if self.fsync is not False:
-                    datasync(fd)
-            if created and self.fsync is not False:
-                fsync_dir(self.path.parent)
-        except BaseException:
-            # A file this call created and could not even give its header (a full disk)
-            # is removed, under the lock: no empty or torn file that does not load.
-            if created and names(fd, self.path):
-                with contextlib.suppress(OSError):
-                    self.path.unlink()
-            os.close(fd)
-            raise
-        self._fd = fd
-        self._size = size
-
-    def _check_existing(self, fd: int, size: int) -> int:
-        """Check the header and the last line; return the size to append at."""
         where = os.fspath(self.path)
-        head = os.pread(fd, min(size, CHUNK), 0)
-        end = head.find(b"\n")
-        if end < 0:
-            if size <= len(HEADER_LINE) and HEADER_LINE.startswith(head):
-                os.ftruncate(fd, 0)  # the header itself was torn: start over
-                return 0
-            _parse_header(head, where)  # raises unless it is a whole header line
-            write_all(fd, b"\n")
-            return size + 1
-        _parse_header(head[:end], where)
-        header_end = end + 1
-        if size == header_end:
-            return size
-        # The last line: from after the last newline before the final byte.
-        ends_with_newline = os.pread(fd, 1, size - 1) == b"\n"
-        stop = size - 1 if ends_with_newline else size
-        start = line_start(fd, stop, header_end)
-        raw = os.pread(fd, stop - start, start)
         try:
-            data = decode_line(raw)
+            file, _ = AppendFile.open(
+                self.path,
+                TRANSCRIPT,
+                lock=True,
+                durable=self.fsync is not False,
+                check_last=lambda data: _parse_message(data, where, None),
+            )
+        except HeaderError as exc:
+            raise _header_error(exc, where) from None
         except UnreadableLine as exc:
-            if not exc.torn:
-                raise TranscriptFormatError(f"{where}, last line: {exc}") from None
-            os.ftruncate(fd, start)
-            self.dropped_bytes = size - start
-            return start
-        _parse_message(data, where, None)
-        if not ends_with_newline:
-            write_all(fd, b"\n")
-            size += 1
-        return size
+            raise TranscriptFormatError(f"{where}, last line: {exc}") from None
+        self._file = file
+        self.dropped_bytes = file.dropped_bytes
 
     def _close_sync(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is None:
+        # The closed file is kept: its ``broken`` stays readable (``write_error``).
+        file = self._file
+        if file is None:
             return
         try:
-            if self._dirty and self.fsync == "turn" and self._broken is None:
-                datasync(fd)
+            if self.fsync == "turn" and file.broken is None:
+                file.sync()
         finally:
-            os.close(fd)
+            file.close()
 
     # --- writing ------------------------------------------------------------------------
 
@@ -545,7 +402,7 @@ class JsonlTranscript:
         async with self._lock:
             if self._state != "open":
                 self._raise_not_open()
-            if messages or (sync and self._dirty):
+            if messages or (sync and self._file is not None and self._file.dirty):
                 await trio.to_thread.run_sync(self._write_sync, messages, sync)
 
     def _raise_not_open(self) -> None:
@@ -557,23 +414,10 @@ class JsonlTranscript:
 
     def _write_sync(self, messages: tuple[Message, ...], sync: bool) -> None:
         # Runs in a worker thread, one at a time (under the lock).
-        if self._broken is not None:
+        file = self._file
+        assert file is not None
+        if file.broken is not None:
             raise trio.BrokenResourceError(
-                f"an earlier write to {self.path} failed: {self._broken}"
-            ) from self._broken
-        fd = self._fd
-        assert fd is not None
-        data = _encode(messages)
-        try:
-            if data:
-                write_all(fd, data)
-            if sync:
-                datasync(fd)
-        except OSError as exc:
-            # Cut a partly written line back off, so later readers see whole lines only.
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, self._size)
-            self._broken = exc
-            raise
-        self._size += len(data)
-        self._dirty = not sync
+                f"an earlier write to {self.path} failed: {file.broken}"
+            ) from file.broken
+        file.append(_encode(messages), sync=sync)

@@ -30,7 +30,7 @@ import trio
 
 from trio_agent import AgentUsageError, Usage
 
-from .._store._locked_file import names, open_locked, write_all
+from .._store import FsyncMode, names, open_locked, write_all
 from ._progress import Counters, show_progress
 from ._results import ResultsLog
 from ._task import (
@@ -43,7 +43,7 @@ from ._task import (
     task_from_json,
     transcript_relpath,
 )
-from ._worker import FsyncMode, Job, resolve_factory, run_task
+from ._worker import Job, resolve_factory, run_task
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping

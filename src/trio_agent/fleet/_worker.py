@@ -74,6 +74,7 @@ from trio_agent import (
 from .._core import seconds
 from .._core._messages import sum_usage
 from .._core._policy import over_budget
+from .._store import FsyncMode
 from ._task import (
     FAILED,
     TIMEOUT,
@@ -94,8 +95,6 @@ __all__ = ["RESUME_KIND", "Job", "resolve_factory", "run_task"]
 
 RESUME_KIND = "trio_agent.fleet.resume"
 """The ``kind`` of the ``CustomMessage`` marking where a transcript was resumed."""
-
-FsyncMode = bool | Literal["turn"]
 
 _FINISHED_REPLY = {"stop": "stop", "length": "length", "error": "error"}
 

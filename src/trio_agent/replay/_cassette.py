@@ -30,10 +30,8 @@ not record a session whose prompts or tool results hold secrets.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
@@ -44,11 +42,11 @@ from .._core._errors import TranscriptFormatError, TrioAgentError
 from .._core._messages import Message
 from .._core._model import ModelRequest
 from .._core._serde import from_jsonable, to_jsonable
-from .._store._jsonl import JsonLines, UnreadableLine, decode_line
-from .._store._locked_file import write_all
+from .._store import AppendFile, HeaderError, JsonLines, LineFormat
 from ._redact import redact
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = [
@@ -68,9 +66,11 @@ __all__ = [
     "request_digest",
 ]
 
+CASSETTE: Final = LineFormat("trio-agent-cassette", 1)
+"""The cassette file format: its header's name and version."""
 FORMAT: Final = "trio-agent-cassette"
-VERSION: Final = 1
-HEADER_LINE: Final = json.dumps({"format": FORMAT, "version": VERSION}, separators=(",", ":"))
+VERSION: Final = CASSETTE.version
+HEADER_LINE: Final = CASSETTE.header_line.decode().strip()
 
 EndKind: TypeAlias = Literal["done", "error", "raised", "ended", "cancelled", "left"]
 """How a recorded stream ended:
@@ -322,25 +322,23 @@ def _bad(where: str, line: int, what: str, path: str = "$") -> CassetteFormatErr
     return CassetteFormatError(f"{where}:{line}: {what}", line=line, path=path)
 
 
-def _check_header(raw: bytes, where: str) -> int:
-    try:
-        data = decode_line(raw)
-    except UnreadableLine:
-        data = None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise _bad(where, 1, f"not a trio-agent cassette: the first line must be {HEADER_LINE}")
-    version = data.get("version")
-    if type(version) is not int:
-        raise _bad(where, 1, f"the header has no integer version (got {version!r})", "$.version")
-    if version != VERSION:
-        raise _bad(
+def _header_error(exc: HeaderError, where: str) -> CassetteFormatError:
+    """How a cassette reader words a first line that is not a cassette header."""
+    if exc.kind == "empty":
+        return _bad(where, 1, f"empty file; a cassette starts with the line {HEADER_LINE}")
+    if exc.kind == "no_version":
+        return _bad(
+            where, 1, f"the header has no integer version (got {exc.version!r})", "$.version"
+        )
+    if exc.kind == "version":
+        return _bad(
             where,
             1,
-            f"cassette format version {version} is not supported (this trio-agent reads "
+            f"cassette format version {exc.version} is not supported (this trio-agent reads "
             f"version {VERSION}; upgrade trio-agent to replay it)",
             "$.version",
         )
-    return version
+    return _bad(where, 1, f"not a trio-agent cassette: the first line must be {HEADER_LINE}")
 
 
 def _parse_record(data: Any, where: str, line: int) -> CassetteRecord:
@@ -370,15 +368,12 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
     target = Path(path)
     where = str(target)
     with target.open("rb") as f:
-        header = f.readline()
-        if not header:
-            raise _bad(where, 1, f"empty file; a cassette starts with the line {HEADER_LINE}")
-        version = _check_header(header.removesuffix(b"\n"), where)
-        lines = JsonLines(f, where, skip_blank=True)
         try:
-            records = [_parse_record(data, where, number) for number, data in lines]
-        except TranscriptFormatError as exc:  # a line that is not JSON text
-            raise CassetteFormatError(str(exc), line=exc.line, path=exc.path) from None
+            version = CASSETTE.read_first_line(f)
+        except HeaderError as exc:
+            raise _header_error(exc, where) from None
+        lines = JsonLines(f, where, skip_blank=True, bad_line=_bad)
+        records = [_parse_record(data, where, number) for number, data in lines]
     records.sort(key=lambda r: r.index)
     return Cassette(
         records=tuple(records),
@@ -390,26 +385,26 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
 
 
 def write_records(path: Path, records: Iterable[CassetteRecord], *, truncate: bool) -> None:
-    """Append ``records`` to ``path`` (one ``write`` each); with ``truncate`` start anew
-    with the header. Blocks (file I/O; a few kilobytes, no fsync).
+    """Append ``records`` to ``path`` (one ``write`` each; the file is opened as every
+    versioned JSONL file is, its header checked, or written when new); with
+    ``truncate`` start anew with the header. Blocks (file I/O; a few kilobytes, no
+    fsync).
 
     A record that cannot be written whole (a full disk) is cut back off, so that the
     file holds whole lines only, and the ``OSError`` is raised; the records before it
     stay.
+
+    Raises:
+        OSError: the file cannot be written.
+        CassetteFormatError: ``path`` holds something else than a cassette.
     """
     lines = [record_line(record).encode() for record in records]
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
-    fd = os.open(path, flags, 0o644)
     try:
-        if truncate:
-            write_all(fd, (HEADER_LINE + "\n").encode())
+        file, _ = AppendFile.open(path, CASSETTE, fresh=truncate, durable=False)
+    except HeaderError as exc:
+        raise _header_error(exc, str(path)) from None
+    try:
         for data in lines:
-            size = os.fstat(fd).st_size
-            try:
-                write_all(fd, data)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, size)
-                raise
+            file.append(data, sync=False)
     finally:
-        os.close(fd)
+        file.close()
