@@ -92,6 +92,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cli._demo_script",
             "cli._chat_options",
             "cli._chat_session",
+            "cli._telemetry",
         ),
     ),
     ("command line", ("cli",)),

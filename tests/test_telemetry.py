@@ -482,7 +482,7 @@ def test_otel_console_without_the_sdk_is_a_clear_error(monkeypatch: pytest.Monke
 
 
 def test_command_line_observer_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from trio_agent.telemetry._setup import command_line_observer
+    from trio_agent.cli._telemetry import command_line_observer
 
     monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
     # No provider configured (the API's proxy): no spans, no observer.

@@ -102,7 +102,7 @@ from ._messages import (
     result_message,
     sum_usage,
 )
-from ._model import Model, ModelOptions, ModelRequest, ToolSpec
+from ._model import REASONING_LEVELS, Model, ModelOptions, ModelRequest, ToolSpec
 from ._observer import (
     CallObservation,
     Observer,
@@ -129,14 +129,23 @@ from ._serde import (
     to_jsonable,
 )
 from ._tool_decorator import tool
-from ._tools import Tool, ToolContext, ToolOutput, as_tools, check_tool_name
+from ._tools import (
+    MAX_RESULT_CHARS,
+    Tool,
+    ToolContext,
+    ToolOutput,
+    as_tools,
+    check_tool_name,
+)
 from ._validators import as_history, describe_value, is_str, one_of, seconds
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "MAX_RESULT_CHARS",
     "MAX_VALUE_DEPTH",
     "MESSAGE_TYPES",
     "NO_USAGE",
+    "REASONING_LEVELS",
     "TERMINATED",
     "AfterToolCallContext",
     "AfterToolCallResult",

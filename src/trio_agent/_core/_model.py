@@ -14,7 +14,11 @@ if TYPE_CHECKING:
 
     from ._events import AssistantEvent
 
-__all__ = ["Model", "ModelOptions", "ModelRequest", "ToolSpec"]
+__all__ = ["REASONING_LEVELS", "Model", "ModelOptions", "ModelRequest", "ToolSpec"]
+
+REASONING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
+"""The levels of ``ModelOptions.reasoning`` that both providers know, least first
+(``"off"`` asks for no reasoning)."""
 
 
 @attrs.frozen(kw_only=True)

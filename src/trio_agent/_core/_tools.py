@@ -11,7 +11,11 @@ import attrs
 from ._messages import Image, Text, ToolCall
 from ._validators import one_of, seconds
 
-__all__ = ["Tool", "ToolContext", "ToolOutput"]
+__all__ = ["MAX_RESULT_CHARS", "Tool", "ToolContext", "ToolOutput"]
+
+MAX_RESULT_CHARS = 50_000
+"""How many characters of a tool's output its result keeps by default: the ``bash``
+tool's cap, and an MCP server's default ``max_result_chars``."""
 
 
 @attrs.frozen(kw_only=True)

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from .._core import REASONING_LEVELS as MODEL_REASONING_LEVELS
 from .._core._errors import TranscriptFormatError
 from .._core._messages import Message
 from .._core._pairing import repair, transcript_violations
 from .._store._jsonl import load_transcript, write_transcript
 from ..providers import Anthropic, OpenAIChat
-from ..providers._anthropic import THINKING_BUDGETS
 from ._common import holds_a_transcript, state_file
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ __all__ = [
     "session_transcript",
 ]
 
-REASONING_LEVELS = ("off", *THINKING_BUDGETS)
+REASONING_LEVELS = ("off", *MODEL_REASONING_LEVELS)
 """What ``--reasoning`` takes: the levels both providers know."""
 
 SYSTEM_PROMPT = (
@@ -328,9 +328,9 @@ def mcp_servers(args: argparse.Namespace, transcript: Path) -> list[McpServer]:
 
 def make_observer(console: bool) -> Observer | None:
     """Spans for the session: on the console, or where ``OTEL_*`` set up (see
-    ``trio_agent.telemetry._setup``); None without OpenTelemetry installed."""
+    ``cli/_telemetry``); None without OpenTelemetry installed."""
     try:
-        from ..telemetry._setup import command_line_observer
+        from ._telemetry import command_line_observer
     except ImportError:
         if console:
             raise ImportError(

@@ -20,9 +20,8 @@ from mcp import StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from .._core import seconds
+from .._core import MAX_RESULT_CHARS, seconds
 from .._core._tools import check_tool_name
-from ..tools._bash import MAX_OUTPUT_CHARS
 from ._stdio import stdio_transport
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ __all__ = ["McpServer", "StdioServer", "StreamableHttpServer"]
 
 DEFAULT_CALL_TIMEOUT = 300.0
 DEFAULT_START_TIMEOUT = 30.0
-DEFAULT_MAX_RESULT_CHARS = MAX_OUTPUT_CHARS
+DEFAULT_MAX_RESULT_CHARS = MAX_RESULT_CHARS
 """A result's text is cut to this many characters by default (as the ``bash`` tool's)."""
 MAX_PREFIX = 40
 """A prefix's most characters, so that ``{prefix}__{name}`` fits the model APIs' 64."""

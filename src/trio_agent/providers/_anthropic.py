@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._core import REASONING_LEVELS
 from .._core._messages import (
     AssistantMessage,
     Image,
@@ -51,13 +52,9 @@ __all__ = ["THINKING_BUDGETS", "Anthropic", "anthropic_messages"]
 
 API_VERSION = "2023-06-01"
 
-THINKING_BUDGETS: Mapping[str, int] = {
-    "minimal": 1024,
-    "low": 2048,
-    "medium": 8192,
-    "high": 16384,
-    "xhigh": 32000,
-}
+THINKING_BUDGETS: Mapping[str, int] = dict(
+    zip(REASONING_LEVELS, (1024, 2048, 8192, 16384, 32000), strict=True)
+)
 """``ModelOptions.reasoning`` level → thinking budget in tokens (pi's defaults)."""
 
 _EPHEMERAL = {"type": "ephemeral"}

@@ -35,7 +35,7 @@ from .._core._messages import (
 )
 from .._core._serde import join_surrogate_pairs
 from .._core._tools import as_tools
-from ..replay._strategies import faults
+from ..replay import faults
 from ._argument_strategies import mostly_valid_arguments, tool_arguments
 from ._script_strategies import STOP_REASONS, scripts
 

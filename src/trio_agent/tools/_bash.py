@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._core._tools import ToolOutput
+from .._core import MAX_RESULT_CHARS, ToolOutput
 from ._paths import WorkspaceError
 
 if TYPE_CHECKING:
@@ -52,8 +52,8 @@ __all__ = [
 DEFAULT_TIMEOUT = 120.0
 MAX_OUTPUT_LINES = 2000
 """The result keeps the last this many lines of output..."""
-MAX_OUTPUT_CHARS = 50_000
-"""...and at most this many characters."""
+MAX_OUTPUT_CHARS = MAX_RESULT_CHARS
+"""...and at most this many characters (what a tool result keeps by default)."""
 MAX_PROGRESS_LINE = 4000
 """Longer lines are reported (and kept) in pieces of this size."""
 DRAIN_TIMEOUT = 1.0

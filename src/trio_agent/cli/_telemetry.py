@@ -1,4 +1,8 @@
-"""The observer ``trio-agent chat`` uses: spans on the console, or where ``OTEL_*`` say."""
+"""The observer ``trio-agent chat`` uses: spans on the console, or where ``OTEL_*`` say.
+
+Built from the public ``trio_agent.telemetry.OpenTelemetry``; imported only when telemetry
+is asked for (it needs ``opentelemetry-api``).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from typing import TextIO
 
 from opentelemetry import trace
 
-from ._otel import OpenTelemetry
+from ..telemetry import OpenTelemetry
 
 __all__ = ["command_line_observer"]
 
