@@ -37,30 +37,28 @@ import attrs
 import trio
 
 from .._core import (
+    AgentRunError,
     LoopConfig,
+    Model,
+    Tool,
     as_agent_prompts,
     as_history,
     as_message,
+    as_tools,
     check_model,
     is_str,
     one_of,
     trusted_context,
 )
-from .._core._errors import AgentRunError
-from .._core._model import Model
-from .._core._tools import Tool, as_tools
-from .._run._fanout import Fanout
-from .._run._queues import MODES, MessageQueues, QueueMode
-from .._run._runner import Runner
+from .._run import MODES, Fanout, MessageQueues, QueueMode, Runner
 from ._run import ActiveRun, RunSlot, check_config
 from ._state import AgentState, StateView
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Sequence
 
-    from .._core import AgentRunResult
-    from .._core import _events as ev
-    from .._core._messages import Message, Usage
+    from .._core import AgentRunResult, Message, Usage
+    from .._core import events as ev
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
 

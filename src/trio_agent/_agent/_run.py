@@ -30,15 +30,19 @@ from typing import TYPE_CHECKING, Protocol, final
 import attrs
 import trio
 
-from .._core import AssistantMessage, Message, check_loop_config
-from .._core._errors import AgentBusyError, AgentRunError, AgentUsageError
-from .._run._queues import Kind
-from .._run._runner import Runner
+from .._core import (
+    AgentBusyError,
+    AgentRunError,
+    AgentUsageError,
+    AssistantMessage,
+    Message,
+    check_loop_config,
+)
+from .._run import Kind, Runner
 
 if TYPE_CHECKING:
     from .._core import AgentRunResult, LoopConfig
-    from .._run._fanout import Fanout
-    from .._run._queues import MessageQueues, QueueMode
+    from .._run import Fanout, MessageQueues, QueueMode
     from ._state import StateView
 
 __all__ = ["ActiveRun", "QueueModes", "RunSlot", "check_config"]

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, final
 
 import attrs
 
-from .._core._messages import AssistantMessage, Message, Usage
+from .._core import AssistantMessage, Message, Usage
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from .._core import AgentRunResult
-    from .._run._runner import Runner
+    from .._run import Runner
 
 __all__ = ["AgentState", "StateView"]
 

@@ -1,1 +1,9 @@
-"""The benchmark workloads and their bare-trio floors, run by ``trio-agent bench``."""
+"""The benchmark workloads and their bare-trio floors, run by ``trio-agent bench``.
+
+The command line imports :func:`main` from here; the workloads are scripted with the
+test kit (``trio_agent.testing``).
+"""
+
+from .suite import main
+
+__all__ = ["main"]

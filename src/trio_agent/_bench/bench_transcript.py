@@ -40,7 +40,7 @@ from trio_agent import (
     UserMessage,
     load_transcript,
 )
-from trio_agent._core._serde import to_jsonable
+from trio_agent._core import to_jsonable
 
 if TYPE_CHECKING:
     from collections.abc import Callable

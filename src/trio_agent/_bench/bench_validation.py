@@ -29,7 +29,7 @@ import jsonschema_rs
 import trio
 
 from trio_agent import Tool, ToolCall, ToolContext, tool
-from trio_agent._core._arguments import InvalidArguments, check_arguments
+from trio_agent._core import InvalidArguments, check_arguments
 
 if TYPE_CHECKING:
     from collections.abc import Callable

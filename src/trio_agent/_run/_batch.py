@@ -21,20 +21,31 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import trio
 
-from .._core import _events as ev
-from .._core import hook_returned, make_result, maybe_await, result_content, result_message
-from .._core._arguments import InvalidArguments, check_arguments
-from .._core._config import (
+from .._core import (
     AfterToolCallContext,
     AfterToolCallResult,
+    AssistantMessage,
     BeforeToolCallContext,
     BeforeToolCallResult,
     Context,
+    Image,
+    InvalidArguments,
     LoopConfig,
+    Text,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolOutput,
+    ToolResultMessage,
+    check_arguments,
+    check_json,
+    hook_returned,
+    make_result,
+    maybe_await,
+    result_content,
+    result_message,
 )
-from .._core._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
-from .._core._serde import check_json
-from .._core._tools import Tool, ToolContext, ToolOutput
+from .._core import events as ev
 
 if TYPE_CHECKING:
     from ._observe import ObservedCall, Probe

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, final
 import attrs
 import trio
 
-from .._core import _events as ev
+from .._core import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

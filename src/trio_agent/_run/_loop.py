@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 import trio
 
-from .._core import AgentRunResult, Context, LoopConfig, check_run
-from .._core import _events as ev
-from .._core._errors import AgentRunError
+from .._core import AgentRunError, AgentRunResult, Context, LoopConfig, check_run
+from .._core import events as ev
 from ._cancel import representative
 from ._runner import OnEvent, Runner
 
@@ -23,8 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import TracebackType
 
-    from .._core._messages import Message
-    from .._core._model import Model
+    from .._core import Message, Model
 
 __all__ = ["AgentRun", "AgentRunResult", "open_agent_loop", "run_agent_loop"]
 

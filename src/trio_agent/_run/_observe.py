@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         ToolResultMessage,
         Usage,
     )
-    from .._core import _events as ev
+    from .._core import events as ev
 
 __all__ = ["ObservedCall", "ObservedStream", "Probe"]
 

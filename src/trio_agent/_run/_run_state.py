@@ -17,21 +17,26 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import trio
 
-from .._core import AgentRunResult, NextTurn, TurnContext, make_result, trusted_context
-from .._core import _events as ev
-from .._core._call_ids import CallIds
-from .._core._messages import (
+from .._core import (
     NO_USAGE,
+    AgentRunResult,
     AssistantMessage,
+    CallIds,
     CustomMessage,
     Message,
+    ModelRequest,
+    NextTurn,
     ToolCall,
     ToolResultMessage,
+    ToolSpec,
+    TurnContext,
     Usage,
+    make_result,
+    over_budget,
     sum_usage,
+    trusted_context,
 )
-from .._core._model import ModelRequest, ToolSpec
-from .._core._policy import over_budget
+from .._core import events as ev
 from ._batch import runs_sequentially
 from ._observe import Probe
 from ._sink import EventDelivery, OnEvent
@@ -39,9 +44,7 @@ from ._sink import EventDelivery, OnEvent
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from .._core import Context, LoopConfig, MaybeAwaitable, Messages
-    from .._core._model import Model, ModelOptions
-    from .._core._policy import Decision
+    from .._core import Context, Decision, LoopConfig, MaybeAwaitable, Messages, Model, ModelOptions
     from ._batch import Batch
     from ._stream import StreamAccumulator
 

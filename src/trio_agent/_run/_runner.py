@@ -51,11 +51,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from .._core import _events as ev
-from .._core import as_history, as_prompts, hook_returned, maybe_await
-from .._core._config import NextTurn
-from .._core._errors import AgentRunError
-from .._core._policy import TERMINATED, Decision, decide, interrupted, natural_end
+from .._core import (
+    TERMINATED,
+    AgentRunError,
+    Decision,
+    NextTurn,
+    as_history,
+    as_prompts,
+    decide,
+    hook_returned,
+    interrupted,
+    maybe_await,
+    natural_end,
+)
+from .._core import events as ev
 from ._batch import Batch
 from ._cancel import NO_SCOPE, representative
 from ._run_state import Interrupt, RunState, default_convert
@@ -65,9 +74,7 @@ from ._stream import StreamAccumulator
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
-    from .._core import AgentRunResult
-    from .._core._messages import AssistantMessage, Message, Usage
-    from .._core._model import ModelRequest
+    from .._core import AgentRunResult, AssistantMessage, Message, ModelRequest, Usage
 
 __all__ = ["OnEvent", "Runner"]
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._core import _events as ev
-from .._core._errors import AgentRunError
+from .._core import AgentRunError
+from .._core import events as ev
 
 if TYPE_CHECKING:
     from .._core import AgentRunResult

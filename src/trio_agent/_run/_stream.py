@@ -28,10 +28,17 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import attrs
 
-from .._core import _events as ev
-from .._core._blocks import UnfinishedCall, keep_partial
-from .._core._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall
-from .._core._serde import join_surrogate_pairs
+from .._core import (
+    AssistantMessage,
+    StopReason,
+    Text,
+    Thinking,
+    ToolCall,
+    UnfinishedCall,
+    join_surrogate_pairs,
+    keep_partial,
+)
+from .._core import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -41,11 +41,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, final
 import attrs
 import trio
 
-from .._core import as_history
+from .._core import Message, TranscriptFormatError, as_history, from_jsonable, message_to_json
 from .._core import events as ev
-from .._core._errors import TranscriptFormatError
-from .._core._messages import Message
-from .._core._serde import from_jsonable, message_to_json
 from ._jsonl_file import (
     AppendFile,
     FsyncMode,

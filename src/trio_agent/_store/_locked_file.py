@@ -13,7 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from .._core._errors import AgentUsageError
+from .._core import AgentUsageError
 
 if sys.platform != "win32":
     import fcntl

@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .._core import REASONING_LEVELS as MODEL_REASONING_LEVELS
-from .._core._errors import TranscriptFormatError
-from .._core._messages import Message
-from .._core._pairing import repair, transcript_violations
-from .._store._jsonl import load_transcript, write_transcript
+from .._core import Message, TranscriptFormatError, repair, transcript_violations
+from .._store import load_transcript, write_transcript
 from ..providers import Anthropic, OpenAIChat
 from ._common import holds_a_transcript, state_file
 
 if TYPE_CHECKING:
-    from .._core._observer import Observer
+    from .._core import Observer
     from ..mcp import McpServer
 
 __all__ = [

@@ -17,20 +17,24 @@ from typing import TYPE_CHECKING, Any, TextIO
 import attrs
 import trio
 
-from .._agent._agent import Agent, open_agent
-from .._core import _events as ev
-from .._core._config import BeforeToolCallContext, BeforeToolCallResult, LoopConfig
-from .._core._errors import AgentRunError
-from .._core._messages import Message, UserMessage
+from .._agent import Agent, open_agent
+from .._core import (
+    AgentRunError,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    LoopConfig,
+    Message,
+    UserMessage,
+)
+from .._core import events as ev
 from ._chat_options import KEY_ENVS
 from ._render import LiveView, Output, describe_call, wants_color
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection, Sequence
 
-    from .._core._model import Model
-    from .._core._tools import Tool
-    from .._store._jsonl import JsonlTranscript
+    from .._core import Model, Tool
+    from .._store import JsonlTranscript
 
 __all__ = ["CONFIRMED_TOOLS", "EXIT_WORDS", "approval_hook", "read_stdin", "run_chat"]
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._core import _events as ev
-from .._core._messages import AssistantMessage, Text, ToolCall, ToolResultMessage
+from .._core import AssistantMessage, Text, ToolCall, ToolResultMessage
+from .._core import events as ev
 from ..testing import ScriptedModel
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
-    from .._core._model import Model, ModelRequest
+    from .._core import Model, ModelRequest
 
 __all__ = ["SYSTEM_PROMPT", "PacedModel", "demo_model", "prompt_for"]
 

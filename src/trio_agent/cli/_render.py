@@ -16,9 +16,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import trio
 
-from .._core import _events as ev
-from .._core import event_to_json, json_text, to_jsonable
-from .._core._messages import AssistantMessage, ToolResultMessage, UserMessage
+from .._core import (
+    AssistantMessage,
+    ToolResultMessage,
+    UserMessage,
+    event_to_json,
+    json_text,
+    to_jsonable,
+)
+from .._core import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

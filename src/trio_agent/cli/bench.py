@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     checkout = find_checkout()
     if checkout is not None and str(checkout) not in sys.path:
         sys.path.insert(0, str(checkout))
-    from .._bench.suite import main
+    from .._bench import main
 
     code: int = main(args)
     return code

@@ -35,10 +35,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._core._config import LoopConfig
-from .._core._errors import AgentUsageError, TranscriptFormatError
-from .._core._model import ModelOptions
-from .._store._jsonl import JsonlTranscript
+from .._core import AgentUsageError, LoopConfig, ModelOptions, TranscriptFormatError
+from .._store import JsonlTranscript
 from ..replay import RecordingModel
 from ..tools import workspace
 from ._chat_options import (
@@ -57,8 +55,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
-    from .._core._model import Model
-    from .._core._tools import Tool
+    from .._core import Model, Tool
     from ..mcp import McpServer
     from ..providers import Anthropic, OpenAIChat
 

@@ -12,9 +12,8 @@ import re
 import sys
 from typing import TYPE_CHECKING, TypeVar
 
-from .._core._errors import AgentUsageError, TranscriptFormatError
-from .._core._pairing import repair, transcript_violations
-from .._store._jsonl import load_transcript, write_transcript
+from .._core import AgentUsageError, TranscriptFormatError, repair, transcript_violations
+from .._store import load_transcript, write_transcript
 
 if TYPE_CHECKING:
     import argparse

@@ -25,11 +25,9 @@ from typing import TYPE_CHECKING, TextIO
 import attrs
 import trio
 
-from .._core._config import Context
-from .._core._errors import AgentRunError, AgentUsageError, TranscriptFormatError
-from .._core._messages import UserMessage
-from .._run._loop import AgentRun, open_agent_loop
-from .._store._jsonl import JsonlTranscript
+from .._core import AgentRunError, AgentUsageError, Context, TranscriptFormatError, UserMessage
+from .._run import AgentRun, open_agent_loop
+from .._store import JsonlTranscript
 from ..tools import workspace
 from ._common import first_error, holds_a_transcript, replace_unprintable, state_file
 from ._demo_script import SYSTEM_PROMPT, PacedModel, demo_model, prompt_for

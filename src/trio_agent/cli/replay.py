@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 
 import trio
 
-from .._core._config import BeforeToolCallContext, BeforeToolCallResult
+from .._core import BeforeToolCallContext, BeforeToolCallResult
 from ..replay import CassetteFormatError, load_cassette, replay_session
 from ..tools import workspace
 from ._chat_session import approval_hook, read_stdin
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
 
-    from .._core._tools import Tool
+    from .._core import Tool
     from ..replay import Cassette, SessionReplay
 
 __all__ = ["add_arguments", "run"]

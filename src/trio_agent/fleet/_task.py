@@ -32,7 +32,7 @@ from trio_agent import (
     Usage,
     loads,
 )
-from trio_agent._core._serde import parse_json
+from trio_agent._core import parse_json
 
 __all__ = [
     "Factory",

@@ -71,9 +71,7 @@ from trio_agent import (
     write_transcript,
 )
 
-from .._core import seconds
-from .._core._messages import sum_usage
-from .._core._policy import over_budget
+from .._core import over_budget, seconds, sum_usage
 from .._store import FsyncMode
 from ._task import (
     FAILED,

@@ -20,8 +20,7 @@ from mcp import StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from .._core import MAX_RESULT_CHARS, seconds
-from .._core._tools import check_tool_name
+from .._core import MAX_RESULT_CHARS, check_tool_name, seconds
 from ._stdio import stdio_transport
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._core import REASONING_LEVELS
-from .._core._messages import (
+from .._core import (
+    REASONING_LEVELS,
     AssistantMessage,
     Image,
     StopReason,
@@ -42,8 +42,8 @@ from ._reply import ReplyBuilder, StreamFault
 from ._session import describe_error
 
 if TYPE_CHECKING:
-    from .._core import _events as ev
-    from .._core._model import ModelRequest
+    from .._core import ModelRequest
+    from .._core import events as ev
     from ._history import History
     from ._options import HTTPOptions
     from ._sse import SSEEvent

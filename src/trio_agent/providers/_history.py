@@ -23,14 +23,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .._core._messages import (
-    AssistantMessage,
-    Message,
-    Text,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
+from .._core import AssistantMessage, Message, Text, ToolCall, ToolResultMessage, UserMessage
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -50,7 +50,7 @@ import attrs
 import httpx2
 import trio
 
-from .._core import _events as ev
+from .._core import events as ev
 from ._options import HTTPOptions
 from ._reply import ReplyBuilder, StreamFault
 from ._secrets import Secret
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
-    from .._core._model import ModelRequest
+    from .._core import ModelRequest
 
 __all__ = ["Decoder", "HTTPModel", "Prepared", "produce"]
 

@@ -23,10 +23,18 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .._core import _events as ev
-from .._core._blocks import UnfinishedCall, keep_partial
-from .._core._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall, Usage
-from .._core._serde import join_surrogate_pairs
+from .._core import (
+    AssistantMessage,
+    StopReason,
+    Text,
+    Thinking,
+    ToolCall,
+    UnfinishedCall,
+    Usage,
+    join_surrogate_pairs,
+    keep_partial,
+)
+from .._core import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterator

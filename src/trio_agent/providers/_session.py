@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import trio
 
-from .._core._serde import parse_json
+from .._core import parse_json
 from ._reply import StreamFault
 from ._secrets import MIN_RUN, Secret, without_userinfo
 

@@ -37,11 +37,15 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import attrs
 
-from .._core import _events as ev
-from .._core._errors import TranscriptFormatError, TrioAgentError
-from .._core._messages import Message
-from .._core._model import ModelRequest
-from .._core._serde import from_jsonable, to_jsonable
+from .._core import (
+    Message,
+    ModelRequest,
+    TranscriptFormatError,
+    TrioAgentError,
+    from_jsonable,
+    to_jsonable,
+)
+from .._core import events as ev
 from .._store import AppendFile, HeaderError, JsonLines, LineFormat
 from ._redact import redact
 

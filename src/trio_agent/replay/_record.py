@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._core import _events as ev
+from .._core import events as ev
 from ._cassette import (
     CassetteRecord,
     EndKind,
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
-    from .._core._model import Model, ModelRequest
+    from .._core import Model, ModelRequest
 
 __all__ = ["RecordingModel"]
 

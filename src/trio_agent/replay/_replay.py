@@ -8,11 +8,9 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import attrs
 import trio
 
-from .._core import _events as ev
-from .._core import one_of
-from .._core._errors import TrioAgentError
-from .._core._messages import AssistantMessage
-from .._run._stream import StreamAccumulator
+from .._core import AssistantMessage, TrioAgentError, one_of
+from .._core import events as ev
+from .._run import StreamAccumulator
 from ._cassette import Cassette, CassetteRecord, load_cassette, request_differences, request_digest
 
 if TYPE_CHECKING:
@@ -20,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from types import TracebackType
 
-    from .._core._model import ModelRequest
+    from .._core import ModelRequest
 
 __all__ = [
     "CassetteMismatch",

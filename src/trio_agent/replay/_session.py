@@ -21,18 +21,16 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .._core import _events as ev
-from .._core._config import Context, LoopConfig
-from .._core._messages import AssistantMessage, Message, UserMessage
-from .._run._loop import run_agent_loop
+from .._core import AssistantMessage, Context, LoopConfig, Message, UserMessage
+from .._core import events as ev
+from .._run import run_agent_loop
 from ._cassette import message_differences
 from ._replay import ReplayModel
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from .._core._config import BeforeToolCallContext, BeforeToolCallResult, MaybeAwaitable
-    from .._core._tools import Tool
+    from .._core import BeforeToolCallContext, BeforeToolCallResult, MaybeAwaitable, Tool
     from ._cassette import Cassette
     from ._replay import Timing
 

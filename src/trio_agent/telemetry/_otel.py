@@ -33,13 +33,19 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .._core._messages import Image, Text
-from .._core._serde import dumps
+from .._core import Image, Text, dumps
 
 if TYPE_CHECKING:
-    from .._core import _events as ev
-    from .._core._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
-    from .._core._model import Model, ModelRequest
+    from .._core import (
+        AssistantMessage,
+        Message,
+        Model,
+        ModelRequest,
+        ToolCall,
+        ToolResultMessage,
+        Usage,
+    )
+    from .._core import events as ev
 
 __all__ = ["OpenTelemetry"]
 
@@ -292,7 +298,7 @@ def _result_text(result: ToolResultMessage) -> str:
 
 
 if TYPE_CHECKING:
-    from .._core._observer import Observer
+    from .._core import Observer
 
     def _is_observer(observer: OpenTelemetry) -> Observer:
         return observer  # the type checker proves the protocol is implemented

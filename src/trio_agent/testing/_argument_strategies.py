@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from .._core._arguments import InvalidArguments, check_arguments
+from .._core import InvalidArguments, check_arguments
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-    from .._core._tools import Tool
+    from .._core import Tool
 
 __all__ = ["accepts_arguments", "mostly_valid_arguments", "tool_arguments"]
 

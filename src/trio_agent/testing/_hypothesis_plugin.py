@@ -34,7 +34,7 @@ def _hypothesis_setup_hook() -> None:
     """
     from hypothesis import strategies as st
 
-    from .._core import _messages as m
+    from .. import _core as m
     from ._script import Script
 
     st.register_type_strategy(m.UserMessage, _resolver("messages", roles=("user",)))

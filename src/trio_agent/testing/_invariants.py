@@ -22,18 +22,23 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from .._core import _events as ev
-from .._core._errors import TranscriptFormatError
-from .._core._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
-from .._core._pairing import transcript_violations
-from .._core._serde import dumps, loads
+from .._core import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    TranscriptFormatError,
+    Usage,
+    dumps,
+    loads,
+    transcript_violations,
+)
+from .._core import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._core._config import Context
-    from .._core._model import ModelRequest
-    from .._run._loop import AgentRunResult
+    from .._core import AgentRunResult, Context, ModelRequest
 
 __all__ = ["assert_run_invariants", "distinct_calls_view", "run_invariant_violations"]
 

@@ -14,22 +14,28 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 import attrs
 import trio
 
-from .._core import _events as ev
-from .._core._config import (
+from .._core import (
     AfterToolCallContext,
     AfterToolCallResult,
+    AgentRunError,
+    AgentRunResult,
     BeforeToolCallContext,
     BeforeToolCallResult,
     Context,
     LoopConfig,
+    Message,
     NextTurn,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolOutput,
     TurnContext,
+    UserMessage,
+    dumps,
+    loads,
 )
-from .._core._errors import AgentRunError
-from .._core._messages import Message, ToolCall, UserMessage
-from .._core._serde import dumps, loads
-from .._core._tools import Tool, ToolContext, ToolOutput
-from .._run._loop import AgentRun, AgentRunResult, open_agent_loop, run_agent_loop
+from .._core import events as ev
+from .._run import AgentRun, open_agent_loop, run_agent_loop
 from ._script_run import ScriptRun
 from ._script_values import (
     CALL_SCHEMA,
@@ -46,7 +52,7 @@ from ._scripted import PausePoint, ScriptedModel
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .._core._model import ModelRequest
+    from .._core import ModelRequest
 
 __all__ = ["ScriptRig", "ToolProbe", "live_tasks"]
 

@@ -14,12 +14,8 @@ from typing import final
 
 import attrs
 
-from .._core import _events as ev
-from .._core._config import Context
-from .._core._errors import AgentRunError
-from .._core._messages import CustomMessage, Message
-from .._core._model import ModelRequest
-from .._run._loop import AgentRunResult
+from .._core import AgentRunError, AgentRunResult, Context, CustomMessage, Message, ModelRequest
+from .._core import events as ev
 from ._invariants import run_invariant_violations
 from ._script_values import QueueName, Scenario, seconds
 

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import attrs
 from hypothesis import strategies as st
 
-from .._core._messages import StopReason
-from .._core._tools import as_tools
+from .._core import StopReason, as_tools
 from ._argument_strategies import tool_arguments
 from ._script import Script
 from ._script_values import (
@@ -48,8 +47,7 @@ from ._script_values import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._core._messages import Message
-    from .._core._tools import Tool
+    from .._core import Message, Tool
 
 __all__ = [
     "STOP_REASONS",

@@ -38,22 +38,22 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
 
-from .._core._messages import (
+from .._core import (
     AssistantMessage,
     CustomMessage,
     Message,
     StopReason,
     Text,
+    Tool,
     ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
-from .._core._tools import Tool
 from ._scripted import events_for
 
 if TYPE_CHECKING:
-    from .._core import _events as ev
+    from .._core import events as ev
 
 __all__ = [
     "CALL_SCHEMA",

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, TypeAlias
 import attrs
 import trio
 
-from .._core import _events as ev
-from .._core._messages import AssistantMessage, Text, Thinking, ToolCall
-from .._core._model import ModelRequest
+from .._core import AssistantMessage, ModelRequest, Text, Thinking, ToolCall
+from .._core import events as ev
 
 if TYPE_CHECKING:
     from types import TracebackType

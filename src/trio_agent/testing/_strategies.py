@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
 
-from .._core._messages import (
+from .._core import (
     AssistantMessage,
     CustomMessage,
     Image,
@@ -32,9 +32,9 @@ from .._core._messages import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    as_tools,
+    join_surrogate_pairs,
 )
-from .._core._serde import join_surrogate_pairs
-from .._core._tools import as_tools
 from ..replay import faults
 from ._argument_strategies import mostly_valid_arguments, tool_arguments
 from ._script_strategies import STOP_REASONS, scripts
@@ -42,7 +42,7 @@ from ._script_strategies import STOP_REASONS, scripts
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._core._tools import Tool
+    from .._core import Tool
 
 __all__ = [
     "assistant_replies",

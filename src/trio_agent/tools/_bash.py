@@ -37,7 +37,7 @@ from .._core import MAX_RESULT_CHARS, ToolOutput
 from ._paths import WorkspaceError
 
 if TYPE_CHECKING:
-    from .._core._tools import ToolContext
+    from .._core import ToolContext
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -13,7 +13,7 @@ import secrets
 import stat
 from typing import TYPE_CHECKING
 
-from .._core._tools import ToolOutput
+from .._core import ToolOutput
 from ._paths import (
     WorkspaceError,
     check_regular,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import re2
 
-from .._core._tools import ToolOutput
+from .._core import ToolOutput
 from ._files import SNIFF
 from ._paths import (
     Refused,

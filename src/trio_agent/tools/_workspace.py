@@ -19,10 +19,8 @@ import msgspec
 import trio
 from msgspec import UNSET, UnsetType
 
-from .._core._tool_decorator import tool
-
 # Needed at run time: @tool reads the annotations of the functions below.
-from .._core._tools import Tool, ToolContext, ToolOutput  # noqa: TC001
+from .._core import Tool, ToolContext, ToolOutput, tool
 from ._bash import (
     DEFAULT_TIMEOUT,
     MAX_OUTPUT_CHARS,
