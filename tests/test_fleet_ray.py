@@ -24,7 +24,7 @@ import trio
 
 from fleetkit import assert_fleet_complete, result_lines
 from trio_agent import Usage
-from trio_agent._locked_file import open_locked
+from trio_agent._store._locked_file import open_locked
 from trio_agent.fleet import (
     FleetError,
     FleetTask,
