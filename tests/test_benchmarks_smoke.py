@@ -191,3 +191,20 @@ def test_transcript_benchmark_rows() -> None:
     rows = bench_transcript.run(repeats=1)
     assert [r["case"] for r in rows] == ["load_transcript", "write_messages", "sink, fsync=False"]
     assert all(r["ours"] > 0 and r["floor"] > 0 for r in rows)
+
+
+def test_the_fresh_process_study_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    from benchmarks import fresh_process
+
+    out = tmp_path / "fresh.json"
+    argv = ["--only", "W3", "--size", "5", "--rounds", "1", "--json", str(out)]
+    assert fresh_process.main([*argv, "--variant", "fresh", "--variant", "bare-floor"]) == 0
+    results = json.loads(out.read_text())
+    assert [r["variant"] for r in results] == ["fresh", "bare-floor"]
+    for result in results:
+        for who in ("ours", "floor"):
+            (child,) = result["raw"][who]
+            assert child["wall"] > 0
+            assert len(child["gc_counts"]) == 3
+    # The floor without the package ran the suite's floor functions, not ours.
+    assert results[1]["raw"]["floor"][0]["tracked"] < results[0]["raw"]["floor"][0]["tracked"]
