@@ -57,6 +57,8 @@ PARTS: tuple[str, ...] = tuple(MAY_IMPORT)
 PRIVATE_EXCEPTIONS: dict[tuple[str, str], str] = {
     # `trio-agent fleet` checks --factory with the resolver the fleet's workers use.
     ("cli.fleet", "fleet._worker"): "one resolver of --factory for the command and workers",
+    # --ray fails in one line when Ray is missing, with the fleet's own import of it.
+    ("cli.fleet", "fleet._ray"): "one import of Ray, one message when it is missing",
 }
 
 
