@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from trio_agent import ToolContext
+    from trio_agent._core._events import EndReason
 
 
 class Cut(Exception):
@@ -155,6 +156,7 @@ class SimBatch:
         terminate = bool(self.calls) and all(
             self.terminate.get(i, False) for i in range(len(self.calls))
         )
+        self.sim.terminated = terminate
         return BatchEnd(events, results, NO_STATS, terminate)
 
 
@@ -216,6 +218,13 @@ class Sim:
         self.abort_taken = False
         self.requests = 0
         self.lifecycles = ["running"]
+        # What the last reply means, by the rules as the loop's documentation states
+        # them (see `ends_the_run`): read when the next request goes out and at the end.
+        self.last_reply: AssistantMessage | None = None
+        self.reply_cut = False  # an interrupt cut the reply streaming now
+        self.last_cut = False  # ... the last reply
+        self.terminated = False  # every call of the last batch set terminate
+        self.answered = 0  # len(new_messages) when the last turn ended
 
     # --- trio, played --------------------------------------------------------------------
 
@@ -227,8 +236,7 @@ class Sim:
         what = self.data.draw(CONTROLS, label="control")
         if what in ("abort", "grace"):
             act = m.abort("told to", grace=what == "grace")
-            if not self.deadline:
-                self.abort_asked = True
+            self.abort_asked = True  # after a deadline fired too: the run ends "aborted"
             if act == "cancel":
                 self.cancelled = True
             else:
@@ -243,6 +251,7 @@ class Sim:
             if cut:
                 assert m.phase in ("streaming", "executing")
                 self.cancelled = True
+                self.reply_cut = m.phase == "streaming"
         elif what == "deadline" and not self.deadline:
             self.deadline = self.cancelled = True
         self.check_state()
@@ -356,6 +365,7 @@ class Sim:
         assert m.lifecycle == "running"
         assert _violations(m.transcript) == []
         acc = StreamAccumulator()
+        self.check_goes_on()
         m.start_reply(m.llm_view, acc)
         self.requests += 1
         assert m.steps == self.requests <= self.max_steps
@@ -408,7 +418,11 @@ class Sim:
 
     def end_reply(self) -> None:
         self.check_cancel()
-        self.emit(self.m.end_reply())
+        m = self.m
+        events = m.end_reply()
+        self.last_reply, self.last_cut, self.reply_cut = m.turn_message, self.reply_cut, False
+        self.terminated = False
+        self.emit(events)
 
     def finish_turn(self) -> None:
         m = self.m
@@ -429,9 +443,48 @@ class Sim:
             self.emit(m.end_batch())
             if m.lifecycle == "aborting":
                 self.check_abort()
-        self.emit(m.end_turn())
+        events = m.end_turn()
+        self.answered = len(m.new_messages)
+        self.emit(events)
 
     # --- the invariants --------------------------------------------------------------------
+
+    def ends_the_run(self) -> EndReason | None:
+        """The end reason the last reply's stop reason and calls give the run, if they end
+        it: duplicate call ids, or an error, a truncated (unless continued) or an aborted
+        reply, or calls with a stop reason other than ``tool_use`` or ``tool_use`` with
+        none, end the run; an interrupt's cut reply does not."""
+        reply = self.last_reply
+        if reply is None or self.last_cut:
+            return None
+        ids = [c.id for c in reply.tool_calls]
+        stop = reply.stop_reason
+        if len(set(ids)) != len(ids):
+            return "error"
+        if stop in ("error", "aborted"):
+            return stop
+        if stop == "length":
+            return None if ids and self.m.config.continue_after_length else "length"
+        if (stop == "tool_use") != bool(ids):
+            return "error"
+        return None
+
+    def check_goes_on(self) -> None:
+        """A request after the first follows a reply that does not end the run, and
+        either has results for the model to answer or messages came since."""
+        reply = self.last_reply
+        if reply is None:
+            return
+        assert self.ends_the_run() is None
+        has_results = (
+            bool(reply.tool_calls)
+            and not self.last_cut
+            and not self.terminated
+            and reply.stop_reason in ("tool_use", "length")
+        )
+        m = self.m
+        came = [x for x in m.new_messages[self.answered :] if type(x) is UserMessage]
+        assert has_results or came
 
     def check_state(self) -> None:
         m = self.m
@@ -461,6 +514,8 @@ class Sim:
         assert m.ended
         assert result.steps == self.requests <= self.max_steps
         note(f"ends {result.reason}")
+        if not (self.abort_taken or m.timed_out) and self.ends_the_run() is not None:
+            assert result.reason == self.ends_the_run()
         assert _violations(result.transcript) == []
         # An abort is always known (the closing is bounded by it); it decides the end
         # reason once a checkpoint took it. (An abort from the run's own task — a hook,

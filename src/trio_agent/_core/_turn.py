@@ -479,6 +479,41 @@ _NO_EVENTS: Final[tuple[ev.AgentEvent, ...]] = ()
 _REPLY_CUT_BY_ABORT: Final = frozenset({"aborted", "timeout"})
 
 
+Flow: TypeAlias = dict[Position, tuple[Ask | None, Position]]
+"""FLOW and BRANCHES in one table, for the steps a run has: a branch's step is None."""
+
+
+def _resolve_flow(unset: frozenset[Ask]) -> Flow:
+    """FLOW and BRANCHES with the steps in ``unset`` (OPTIONAL: their hook is not set)
+    resolved out."""
+
+    def resolved(position: Position) -> Position:
+        while position in FLOW and FLOW[position][0] in unset:
+            position = FLOW[position][1]
+        return position
+
+    flow: Flow = {"end": ("end", "end")}
+    for position, (ask, after) in FLOW.items():
+        flow[position] = (ask, resolved(after))
+    for position, way in BRANCHES.items():
+        flow[position] = (None, resolved(way))
+    return flow
+
+
+_OPTIONAL_ORDER: Final[tuple[Ask, ...]] = (
+    "prepare_next_turn",
+    "should_stop",
+    "poll_follow_up",
+    "poll_steering",
+)
+"""The steps a run may pass over (OPTIONAL, and the steering poll of a run nobody can
+interrupt), in the order of the flags that key ``_FLOWS``."""
+
+_FLOWS: dict[tuple[bool, ...], Flow] = {}
+"""The resolved flows, by which steps are resolved out (at most 16: built once each,
+not per run — a thousand runs at once share one)."""
+
+
 # --- the machine -----------------------------------------------------------------------------
 
 
@@ -554,26 +589,19 @@ class TurnMachine:
         self.options: ModelOptions = config.model_options
         self.listener = listener
         self.steering_poll, self.follow_up_poll = polls
-        # FLOW and BRANCHES with the steps whose hook is not set resolved out
-        # (OPTIONAL); a branch's step is None.
-        unset = {
-            ask
-            for ask, hook in OPTIONAL.items()
-            if (self.follow_up_poll if ask == "poll_follow_up" else getattr(config, hook)) is None
-        }
-        if self.steering_poll is None and not interruptible:
-            unset.add("poll_steering")
-
-        def resolved(position: Position) -> Position:
-            while position in FLOW and FLOW[position][0] in unset:
-                position = FLOW[position][1]
-            return position
-
-        flow: dict[Position, tuple[Ask | None, Position]] = {"end": ("end", "end")}
-        for position, (ask, after) in FLOW.items():
-            flow[position] = (ask, resolved(after))
-        for position, way in BRANCHES.items():
-            flow[position] = (None, resolved(way))
+        # Which OPTIONAL steps are resolved out (in _OPTIONAL_ORDER): a tuple of four
+        # flags, not a set built per run.
+        unset = (
+            config.prepare_next_turn is None,
+            config.should_stop_after_turn is None,
+            self.follow_up_poll is None,
+            self.steering_poll is None and not interruptible,
+        )
+        flow = _FLOWS.get(unset)
+        if flow is None:
+            flow = _FLOWS[unset] = _resolve_flow(
+                frozenset(ask for ask, off in zip(_OPTIONAL_ORDER, unset, strict=True) if off)
+            )
         self._flow = flow
 
         self.transcript: list[Message] = list(context.messages)
