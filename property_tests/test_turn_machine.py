@@ -246,7 +246,11 @@ class Sim:
         elif what == "interrupt":
             if m.steering_poll is not None:
                 self.steering.insert(0, UserMessage.text("interrupting"))
+            phase, before = m.phase, m.interrupt
             cut = m.request_interrupt()
+            if cut is not None and before != "cutting":
+                # It cuts what is in flight, the reply or the batch, and nothing else.
+                assert cut == (phase in ("streaming", "executing"))
             assert (cut is None) == (m.lifecycle != "running")
             if cut:
                 assert m.phase in ("streaming", "executing")
@@ -432,8 +436,15 @@ class Sim:
             decision = m.decision
             assert decision is not None
             if decision.action == "execute":
+                # Only the calls of a reply that does not end the run run.
+                assert self.ends_the_run() is None
+                assert not self.last_cut
                 batch = SimBatch(self, decision.calls)
-                if m.start_batch(batch):
+                pending = m.interrupt == "pending"
+                # A batch that starts while an interrupt waits is cut at once.
+                if m.start_batch(batch) != pending:
+                    raise AssertionError("a pending interrupt must cut the batch at once")
+                if pending:
                     self.cancelled = True
                 batch.run()
                 self.check_cancel()
