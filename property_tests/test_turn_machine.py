@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 
     from trio_agent import ToolContext
     from trio_agent._core._events import EndReason
+    from trio_agent._core._messages import StopReason
 
 
 class Cut(Exception):
@@ -399,7 +400,7 @@ class Sim:
         """Mostly what a well-behaved model sends (calls with ``tool_use``, none with
         ``stop``); now and then anything (duplicate ids, calls with any stop reason)."""
         draw = self.data.draw
-        stop = draw(
+        stop: StopReason = draw(
             st.sampled_from(["tool_use"] * 4 + ["stop"] * 2 + ["length", "error", "aborted"]),
             label="stop reason",
         )
