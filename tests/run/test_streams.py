@@ -15,7 +15,7 @@ import pytest
 import trio
 import trio.testing
 
-from loopkit import prompt, reply
+from tests.kit.loop import prompt, reply
 from trio_agent import (
     AssistantEvent,
     Context,

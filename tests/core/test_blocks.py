@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from loopkit import Recorder, call, ctx, make_tool, prompt, tool_use
+from tests.kit.loop import Recorder, call, ctx, make_tool, prompt, tool_use
 from trio_agent import (
     AssistantEvent,
     LoopConfig,
