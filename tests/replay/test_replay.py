@@ -353,6 +353,23 @@ async def test_running_out_of_records_is_an_error_event() -> None:
     )
 
 
+@pytest.mark.parametrize("timing", ["none", "clock"])
+async def test_a_fault_past_the_last_record_still_gives_the_error_event(
+    timing: Any, autojump_clock: MockClock
+) -> None:
+    fault = Fault(request=0, event=0, kind="raise")
+    model = ReplayModel(_cassette(), timing=timing, faults=[fault])
+    request = ModelRequest(system_prompt="", messages=(UserMessage.text("go"),))
+    async with model.stream(request) as events:
+        got = [e async for e in events]
+    assert len(got) == 1
+    assert isinstance(got[0], Error)
+    assert got[0].message.error_message == (
+        "ReplayModel has no record left for request 1 (the cassette has 0)"
+    )
+    assert model.open_streams == 0
+
+
 async def _faulted(path: Path, fault: Fault, **config: Any) -> Any:
     model = ReplayModel(path, faults=[fault])
     events = Recorder()

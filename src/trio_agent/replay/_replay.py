@@ -263,8 +263,10 @@ class _ReplayStream(MemoryStream[ev.AssistantEvent]):
     ) -> None:
         events: list[ev.AssistantEvent]
         if record is None:
+            # Past the last record: one Error saying so, whatever fault was asked for.
             events = [_out_of_records(step, len(model.cassette.records))]
             cut = 1
+            fault = None
         else:
             cut = len(record.events) if fault is None else min(fault.event, len(record.events))
             events = [item.event for item in record.events[:cut]]
