@@ -1,4 +1,14 @@
-"""``RecordingModel``: wrap any model and write what it was asked and answered."""
+"""``RecordingModel``: wrap any model and write what it was asked and answered.
+
+Theory of operation: each stream is the model's own, wrapped in the one stream wrapper
+(``_run._streams.StreamWrapper``): every event is handed on unchanged and logged with
+its offset, and the stream's record is written exactly once — at the stream's last event
+(the wrapper's definition: the first ``Done`` or ``Error``), before that event is handed
+on, else when the wrapper ends, whatever ended it. How the stream ended is the first
+sign seen: that last event (``done``/``error``), the stream running out (``ended``), an
+exception (``raised``), a cancellation (``cancelled``), else the consumer leaving
+(``left``).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,13 @@
-"""``ReplayModel``: a cassette played back as a model, with faults injected on demand."""
+"""``ReplayModel``: a cassette played back as a model, with faults injected on demand.
+
+Theory of operation: each request's record is played by the one in-memory stream
+(``_run._streams.MemoryStream``) over the record's events up to its *cut* — the fault's
+event, else the recorded end — and then, in place of what follows, the fault or the
+recorded ending. With ``timing="none"`` events come as the in-memory stream sends them
+(a full checkpoint before the first, a cancellation check before each later one); with
+``"clock"`` each waits for its recorded offset instead. Past the last record the stream
+is one ``Error`` saying so.
+"""
 
 from __future__ import annotations
 
