@@ -234,7 +234,8 @@ def _out_of_records(step: int, count: int) -> ev.Error:
 
 
 def _final_message(record: CassetteRecord) -> AssistantMessage | None:
-    for item in reversed(record.events):
+    """The message of the record's last event (the first ``Done`` or ``Error``), if any."""
+    for item in record.events:
         if type(item.event) in END_EVENTS:
             return item.event.message  # type: ignore[union-attr]
     return None
