@@ -255,6 +255,7 @@ def bare_floor_source() -> str:
     parts = [
         "from __future__ import annotations",
         "from typing import Generic, TypeVar",
+        "from trio.lowlevel import checkpoint, checkpoint_if_cancelled",
         '_T = TypeVar("_T")',
         f"SLEEP = {bench_batch.SLEEP!r}",
         *(

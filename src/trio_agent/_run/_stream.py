@@ -191,13 +191,19 @@ class StreamAccumulator:
         if t is ev.Start:
             self.started = True
             return False
-        if t not in END_EVENTS:
+        if t is ev.Done:
+            self.started = True
+            msg = self._terminal(event.message, "Done")  # type: ignore[union-attr]
+            if msg is not None:
+                self.final = msg
+            return False
+        if t not in END_EVENTS:  # (Done was taken above: this is an Error)
             raise TypeError(f"not an assistant event: {event!r}")
         self.started = True
-        msg = self._terminal(event.message, t.__name__)  # type: ignore[union-attr]
+        msg = self._terminal(event.message, "Error")  # type: ignore[union-attr]
         if msg is None:
             return False
-        if t is ev.Error and (msg.stop_reason not in ("error", "aborted") or not msg.error_message):
+        if msg.stop_reason not in ("error", "aborted") or not msg.error_message:
             msg = attrs.evolve(
                 msg,
                 stop_reason=msg.stop_reason if msg.stop_reason == "aborted" else "error",

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
 
-import trio
+from trio.lowlevel import checkpoint, checkpoint_if_cancelled
 
 from .._core._blocks import END_EVENTS
 
@@ -71,17 +71,19 @@ class MemoryStream(Generic[_T]):
     ``open_streams``. Leaving early is safe at any time.
 
     Args:
-        events: the events, sent as they are (the sequence is not copied).
+        events: the events, sent as they are (the sequence is not copied; its length
+            is read once, when the stream is made).
         owner: the model that made the stream, or None (nothing counted or held).
         step: the request this stream answers (0-based), for the owner's holds.
     """
 
-    __slots__ = ("_events", "_i", "_owner", "_step")
+    __slots__ = ("_events", "_i", "_n", "_owner", "_step")
 
     def __init__(
         self, events: Sequence[_T], owner: StreamOwner | None = None, step: int = 0
     ) -> None:
         self._events = events
+        self._n = len(events)
         self._owner = owner
         self._step = step
         self._i = 0
@@ -104,22 +106,21 @@ class MemoryStream(Generic[_T]):
         return self
 
     async def __anext__(self) -> _T:
+        # Written for the fewest bytecodes: the benchmarks' floor reads its replies
+        # through this method, and the test kit's model plays every scripted reply.
         i = self._i
-        owner = self._owner
-        if owner is not None:
-            holds = owner._event_holds
-            if holds is not None:
-                hold = holds.get((self._step, i))
-                if hold is not None:
-                    await hold()
-        if i == 0:
-            await trio.lowlevel.checkpoint()
+        if self._owner is not None and self._owner._event_holds is not None:
+            hold = self._owner._event_holds.get((self._step, i))
+            if hold is not None:
+                await hold()
+        if i:
+            await checkpoint_if_cancelled()
         else:
-            await trio.lowlevel.checkpoint_if_cancelled()
-        if i >= len(self._events):
-            raise StopAsyncIteration
-        self._i = i + 1
-        return self._events[i]
+            await checkpoint()
+        if i < self._n:
+            self._i = i + 1
+            return self._events[i]
+        raise StopAsyncIteration
 
 
 class StreamWrapper:
