@@ -18,7 +18,8 @@ import trio
 # Without the `mcp` extra the MCP tests are skipped, not errors at collection.
 pytest.importorskip("mcp")
 
-from trio_agent import AgentEvent, AssistantMessage, Text, ToolCall
+from tests.kit.loop import tool_use
+from trio_agent import AgentEvent, AssistantMessage, ToolCall
 from trio_agent.mcp import StdioServer
 
 if TYPE_CHECKING:
@@ -119,14 +120,7 @@ async def wait_gone(pid: int, seconds: float) -> None:
 
 def calls(*items: tuple[str, str, dict[str, Any]]) -> AssistantMessage:
     """An assistant message calling (id, tool, arguments) for each item."""
-    return AssistantMessage(
-        content=tuple(ToolCall(id=i, name=n, arguments=a) for i, n, a in items),
-        stop_reason="tool_use",
-    )
-
-
-def text(reply: str = "done") -> AssistantMessage:
-    return AssistantMessage(content=(Text(text=reply),), stop_reason="stop")
+    return tool_use(*(ToolCall(id=i, name=n, arguments=a) for i, n, a in items))
 
 
 def ends(events: Sequence[AgentEvent]) -> dict[str, Any]:

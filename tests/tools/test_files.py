@@ -14,6 +14,7 @@ import pytest
 import trio
 import trio.testing
 
+from tests.kit.loop import text_of
 from trio_agent import (
     AssistantMessage,
     Context,
@@ -68,11 +69,6 @@ async def fails(tools: dict[str, Tool], name: str, **args: Any) -> str:
     with pytest.raises(WorkspaceError) as info:
         await run(tools, name, **args)
     return str(info.value)
-
-
-def text_of(out: ToolOutput) -> str:
-    assert isinstance(out.content, str)
-    return out.content
 
 
 # --- the tool set ---------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
+from tests.kit.loop import text_of
 from trio_agent import (
     AssistantMessage,
     Context,
@@ -67,11 +68,6 @@ async def run(tools: dict[str, Tool], name: str, **args: Any) -> ToolOutput:
     out = await tools[name].execute(call, args, ToolContext(call=call, report=report))
     assert isinstance(out, ToolOutput)
     return out
-
-
-def text_of(out: ToolOutput) -> str:
-    assert isinstance(out.content, str)
-    return out.content
 
 
 # --- glob ----------------------------------------------------------------------------
