@@ -6,14 +6,22 @@ No timing assertions (CI machines are noisy); the workloads assert their own res
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from trio_agent import cli
 from trio_agent._bench import suite
-from trio_agent._bench._harness import Progress, Row, measure_case, rss_in_subprocess, tables
+from trio_agent._bench._harness import (
+    Progress,
+    Row,
+    measure_case,
+    measure_in_fresh_process,
+    rss_in_subprocess,
+    tables,
+)
 from trio_agent._bench._peers import PEERS, missing_peers, peers_for
 from trio_agent.cli import bench as _cmd_bench
 
@@ -35,6 +43,56 @@ def test_each_case_runs_at_its_smallest_size(case: suite.Case) -> None:
         assert row.cpu[who][0] >= 0
     assert row.ratio is not None
     assert row.ratio > 0
+
+
+def _in_this_process(size: int, inputs: Any) -> tuple[float, float]:
+    raise AssertionError("measured in the harness's own process")
+
+
+def test_w2_and_w3_measure_every_repeat_in_a_fresh_process() -> None:
+    fresh = [c for c in CASES if c.fresh]
+    assert {c.workload for c in fresh} == {"W2", "W3"}
+    for case in fresh:
+        # The children run the module's own contenders: nothing runs in this process
+        # (these two would fail if it did), and each repeat reports what it saw.
+        here = dataclasses.replace(case, ours=_in_this_process, floor=_in_this_process)
+        row = measure_case(here, case.quick_sizes[0], repeats=1, memory=False)
+        assert row.extra["method"] == "fresh process per repeat"
+        for who in ("ours", "floor"):
+            (wall,) = row.samples[who]
+            assert wall > 0
+            (faults,) = row.extra["minor_faults"][who]
+            assert faults >= 0
+            (collections,) = row.extra["gc_collections"][who]
+            assert len(collections) == 3
+        # The in-process way, asked for, runs them here.
+        with pytest.raises(AssertionError, match="own process"):
+            measure_case(here, case.quick_sizes[0], repeats=1, memory=False, in_process=True)
+
+
+def test_a_failing_fresh_process_is_an_error_with_its_stderr() -> None:
+    (case,) = [c for c in CASES if c.workload == "W3"]
+    missing = dataclasses.replace(case, name="no such case")
+    with pytest.raises(RuntimeError, match="KeyError"):
+        measure_in_fresh_process(missing, "ours", 1)
+
+
+def test_command_line_in_process_and_fresh(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    methods = {}
+    for flag in ([], ["--in-process"]):
+        out = tmp_path / "bench.json"
+        command = ["bench", "--quick", "--only", "W3", "--no-memory", "--quiet", *flag]
+        assert cli.main([*command, "--repeats", "1", "--json", str(out)]) == 0
+        printed = capsys.readouterr().out
+        data = json.loads(out.read_text())
+        (row,) = data["rows"]
+        methods[bool(flag)] = row.get("extra", {}).get("method")
+        assert data["meta"]["in_process"] is bool(flag)
+        assert ("every repeat in a fresh process" in printed) is not flag
+        assert "load average" in printed
+    assert methods == {False: "fresh process per repeat", True: None}
 
 
 def test_every_workload_has_a_case_or_an_external_file() -> None:
@@ -133,3 +191,20 @@ def test_transcript_benchmark_rows() -> None:
     rows = bench_transcript.run(repeats=1)
     assert [r["case"] for r in rows] == ["load_transcript", "write_messages", "sink, fsync=False"]
     assert all(r["ours"] > 0 and r["floor"] > 0 for r in rows)
+
+
+def test_the_fresh_process_study_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    from benchmarks import fresh_process
+
+    out = tmp_path / "fresh.json"
+    argv = ["--only", "W3", "--size", "5", "--rounds", "1", "--json", str(out)]
+    assert fresh_process.main([*argv, "--variant", "fresh", "--variant", "bare-floor"]) == 0
+    results = json.loads(out.read_text())
+    assert [r["variant"] for r in results] == ["fresh", "bare-floor"]
+    for result in results:
+        for who in ("ours", "floor"):
+            (child,) = result["raw"][who]
+            assert child["wall"] > 0
+            assert len(child["gc_counts"]) == 3
+    # The floor without the package ran the suite's floor functions, not ours.
+    assert results[1]["raw"]["floor"][0]["tracked"] < results[0]["raw"]["floor"][0]["tracked"]

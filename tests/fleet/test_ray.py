@@ -7,32 +7,41 @@ every fleet. The tests of a cluster that does not answer run in subprocesses (se
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import pickle
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 import trio
 
-from tests.kit.fleet import assert_fleet_complete
+from tests.kit.fleet import assert_fleet_complete, result_lines
+from trio_agent import Usage
+from trio_agent._store._locked_file import open_locked
 from trio_agent.fleet import (
     FleetError,
     FleetTask,
     RayBackend,
+    StorageError,
     TaskResult,
     TaskSetup,
     demo_factory,
     demo_tasks,
     run_fleet,
 )
+from trio_agent.fleet._progress import Counters
+from trio_agent.fleet._task import transcript_relpath
+from trio_agent.fleet._worker import Job
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 # Read when Ray is imported: without it, Ray binds to the machine's outward address.
 # The tests stay on loopback (asserted in the fixture).
@@ -42,6 +51,7 @@ ray = pytest.importorskip(
 )
 
 TASKS = 300
+SRC = Path(__file__).resolve().parent.parent / "src"
 
 
 @pytest.fixture(scope="module")
@@ -160,12 +170,50 @@ async def test_a_task_that_kills_its_worker_is_the_only_one_charged(
     await _assert_cpus_released()
 
 
-async def test_an_actor_that_cannot_start_is_a_clear_error(cluster: None, tmp_path: Path) -> None:
+async def test_a_factory_the_workers_cannot_resolve_is_the_local_error_in_one_line(
+    cluster: None, tmp_path: Path
+) -> None:
+    factory = "trio_agent.fleet:no_such_factory"
+    with pytest.raises(ValueError, match="has no") as local:
+        await run_fleet(demo_tasks(3), factory, out=tmp_path / "local")
     backend = RayBackend(address=None, actors=1, runs_per_actor=2)
-    with trio.fail_after(120), pytest.raises(FleetError, match="could not start"):
-        await run_fleet(
-            demo_tasks(3), "trio_agent.fleet:no_such_factory", out=tmp_path, backend=backend
-        )
+    with trio.fail_after(120), pytest.raises(ValueError, match=r"^on a Ray worker: ") as on_ray:
+        await run_fleet(demo_tasks(3), factory, out=tmp_path / "ray", backend=backend)
+    assert type(on_ray.value) is ValueError
+    assert str(on_ray.value) == f"on a Ray worker: {local.value}"
+    assert not (tmp_path / "ray" / "results.jsonl").read_bytes()  # nothing ran
+    await _assert_cpus_released()
+
+
+class _Recorder:
+    """A backend's driver reduced to a list (``RayBackend.run`` called directly)."""
+
+    def __init__(self) -> None:
+        self.counters = Counters()
+        self.results: list[TaskResult] = []
+
+    def may_exist(self, task: FleetTask) -> bool:
+        return True
+
+    async def record(self, result: TaskResult) -> None:
+        self.results.append(result)
+
+
+async def test_an_actor_that_cannot_start_is_a_one_line_fleet_error(
+    cluster: None, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder\n")
+    job = Job(factory=demo_factory, out=tmp_path / "a-file" / "out")  # no transcripts there
+    recorder = _Recorder()
+    backend = RayBackend(address=None, actors=1, runs_per_actor=2)
+    one_line = (  # "." matches no line break
+        r"^a Ray actor of the fleet could not start: NotADirectoryError: \[Errno 20\] Not a "
+        r"directory: '.*a-file/out/transcripts'$"
+    )
+    expected = pytest.RaisesGroup(pytest.RaisesExc(FleetError, match=one_line))
+    with trio.fail_after(120), expected:  # run_fleet unwraps the group
+        await backend.run(iter(demo_tasks(3)), job, recorder)
+    assert recorder.results == []
     await _assert_cpus_released()
 
 
@@ -176,6 +224,165 @@ def test_the_command_line_on_ray(cluster: None, tmp_path: Path) -> None:
     argv = ["fleet", "--demo", "--demo-tasks", "40", "--demo-sleep", "0", "--out", str(tmp_path)]
     assert cli.main([*argv, "--ray", "auto", "--actors", "2", "--concurrency", "4"]) == 0
     assert_fleet_complete(tmp_path, [t.id for t in demo_tasks(40)])
+
+
+# --- the fleet's own storage failing on a worker ------------------------------------------
+
+
+def test_a_transcript_held_elsewhere_stops_the_ray_fleet_in_one_line_and_a_rerun_completes(
+    cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trio_agent import cli
+
+    out = tmp_path / "out"
+    held = out / transcript_relpath("demo-00003")  # in the 2nd chunk: (demo-00002, -3)
+    held.parent.mkdir(parents=True)
+    ids = [t.id for t in demo_tasks(TASKS)]
+    # Chunks of 2 (--concurrency 8 per actor), 16 tasks in flight per actor.
+    argv = ["fleet", "--demo", "--demo-tasks", str(TASKS), "--demo-sleep", "0.05"]
+    argv += ["--out", str(out), "--ray", "auto", "--actors", "2", "--concurrency", "8"]
+    fd, _ = open_locked(held, os.O_RDWR)  # this process holds its lock: the actor's open fails
+    try:
+        assert cli.main([*argv, "--no-progress"]) == 1
+    finally:
+        os.close(fd)
+    err = capsys.readouterr().err
+    (line,) = err.strip().splitlines()  # one line: no remote traceback
+    assert line.startswith(f"trio-agent fleet: the transcript {held} is open in another process")
+    assert "The fleet stopped: no new task was started" in line
+    assert "Ray" not in line
+
+    assert (out / "results.jsonl").read_bytes().endswith(b"\n")  # whole lines only
+    recorded = {entry["id"] for entry in result_lines(out)}
+    assert {entry["reason"] for entry in result_lines(out)} == {"stop"}
+    assert "demo-00003" not in recorded  # left for the rerun
+    assert "demo-00002" in recorded  # ended beside it in its chunk: recorded
+    assert len(recorded) < TASKS / 2  # no chunk was handed out after the stop
+    # Every task that started (has a transcript) ended and was recorded: the chunks in
+    # flight were let finish, none was cancelled half-way.
+    started = {path.stem for path in (out / "transcripts").iterdir()} - {"demo-00003"}
+    assert started == recorded
+
+    assert cli.main([*argv, "--no-progress"]) == 0
+    assert f"{TASKS - len(recorded)} done now" in capsys.readouterr().out
+    assert_fleet_complete(out, ids)  # every task exactly once
+
+
+def test_a_chunks_storage_error_crosses_processes_with_its_cause_and_results() -> None:
+    from trio_agent.fleet._fleet import storage_stop
+    from trio_agent.fleet._ray import _ChunkStopped
+
+    errors = []
+    for code, text in ((errno.ENOSPC, "No space left on device"), (errno.EMFILE, "Too many")):
+        error = StorageError(f"cannot write or read the transcript t: [Errno {code}] {text}")
+        error.__cause__ = OSError(code, text)
+        errors.append(error)
+    done = TaskResult(
+        id="t0", reason="stop", steps=1, usage=Usage(), wall_time=0.1, error=None, transcript="x"
+    )
+    # As Ray sends an actor's error to the driver: pickled (RayTaskError checks it with
+    # pickle, Ray ships it with cloudpickle).
+    for dumps in (pickle.dumps, ray.cloudpickle.dumps):
+        back = pickle.loads(dumps(_ChunkStopped(errors, [done])))
+        assert isinstance(back, _ChunkStopped)  # a StorageError
+        assert str(back) == str(errors[0])
+        assert back.results == [done]
+        assert [str(e) for e in back.errors] == [str(e) for e in errors]
+        assert [getattr(e.__cause__, "errno", None) for e in back.errors] == [
+            errno.ENOSPC,
+            errno.EMFILE,
+        ]
+        stop = storage_stop(back.errors)  # what the driver raises: the cause's advice in it
+        assert "(and 1 more task(s) like it)" in str(stop)
+        assert "free some disk space" in str(stop)
+
+
+# --- the factory and the output folder, from the current folder ---------------------------
+
+MODULE = "from trio_agent.fleet import demo_factory as build\n"
+
+
+def _tasks_file(path: Path, count: int) -> None:
+    lines = (
+        json.dumps({"id": t.id, "prompt": t.prompt, "metadata": dict(t.metadata)})
+        for t in demo_tasks(count, sleep=0)
+    )
+    path.write_text("".join(line + "\n" for line in lines))
+
+
+def test_the_command_in_a_project_folder_on_ray(cluster: None, tmp_path: Path) -> None:
+    """``trio-agent fleet --ray ADDRESS`` run as the installed script is, from a folder
+    holding the factory module, with a relative --out: the actors import the module and
+    write the transcripts under that folder (not under the cluster's current folder)."""
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "myagents.py").write_text(MODULE)
+    _tasks_file(work / "tasks.jsonl", 20)
+    launcher = tmp_path / "bin" / "trio-agent.py"
+    launcher.parent.mkdir()
+    launcher.write_text("import sys\nfrom trio_agent.cli import main\nsys.exit(main())\n")
+    address = ray.get_runtime_context().gcs_address
+    args = ["fleet", "tasks.jsonl", "--factory", "myagents:build", "--out", "out"]
+    args += ["--ray", address, "--actors", "2", "--concurrency", "4", "--no-progress"]
+    done = subprocess.run(
+        [sys.executable, str(launcher), *args],
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert_fleet_complete(work / "out", [t.id for t in demo_tasks(20)])
+
+
+def test_a_factory_in_the_current_folder_reaches_an_open_connection(
+    cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray was connected from another folder (the fixture's): the actors still find the
+    module of the driver's current folder."""
+    from trio_agent import cli
+
+    name = f"agents_{tmp_path.name.replace('-', '_')}"  # a module name of this test only
+    (tmp_path / f"{name}.py").write_text(MODULE)
+    _tasks_file(tmp_path / "tasks.jsonl", 10)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the command puts "." on it
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    argv = ["fleet", "tasks.jsonl", "--factory", f"{name}:build", "--out", "out"]
+    assert cli.main([*argv, "--ray", "auto", "--actors", "1", "--concurrency", "4"]) == 0
+    sys.modules.pop(name, None)
+    assert_fleet_complete(tmp_path / "out", [t.id for t in demo_tasks(10)])
+
+
+def test_a_factory_only_the_driver_can_import_is_a_one_line_usage_error(
+    cluster: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from trio_agent import cli
+
+    name = f"driver_only_{tmp_path.name.replace('-', '_')}"
+    elsewhere = tmp_path / "driver-path"  # on the driver's sys.path only, as PYTHONPATH
+    elsewhere.mkdir()
+    (elsewhere / f"{name}.py").write_text(MODULE)
+    _tasks_file(tmp_path / "tasks.jsonl", 3)
+    monkeypatch.syspath_prepend(str(elsewhere))
+    argv = ["fleet", str(tmp_path / "tasks.jsonl"), "--factory", f"{name}:build"]
+    argv += ["--out", str(tmp_path / "out"), "--ray", "auto", "--actors", "1"]
+    try:
+        assert cli.main(argv) == 2
+    finally:
+        sys.modules.pop(name, None)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"trio-agent fleet: bad --factory: on a Ray worker: cannot import {name!r} for the "
+        f"factory '{name}:build': No module named {name!r} (is it in the current folder or "
+        "on PYTHONPATH?)"
+    )
+    assert not (tmp_path / "out" / "results.jsonl").read_bytes()
 
 
 # --- a cluster that does not answer ------------------------------------------------------
@@ -273,3 +480,18 @@ def test_a_bad_ray_timeout_is_a_usage_error(
     with pytest.raises(ValueError, match="connect_timeout must be a number of seconds"):
         RayBackend(connect_timeout=0)
     assert RayBackend().connect_timeout == 60
+
+
+def test_without_ray_the_command_says_how_to_install_it(tmp_path: Path) -> None:
+    # Ray made unimportable in the child: the command's own message, not "bad --factory".
+    code = (
+        "import sys; sys.modules['ray'] = None; from trio_agent.cli import main; sys.exit(main())"
+    )
+    args = ["fleet", "--demo", "--demo-tasks", "3", "--out", str(tmp_path), "--ray", "auto"]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=90
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        "trio-agent fleet: RayBackend needs Ray: pip install 'trio-agent[ray]'\n"
+    )
