@@ -19,6 +19,7 @@ import trio
 pytest.importorskip("mcp")
 
 from tests.kit.loop import tool_use
+from tests.kit.processes import alive
 from trio_agent import AgentEvent, AssistantMessage, ToolCall
 from trio_agent.mcp import StdioServer
 
@@ -70,32 +71,6 @@ def http_server_process(log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) process."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
-def children_of(pid: int) -> list[int]:
-    """Live child processes of ``pid``, from /proc."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(entry))
-    return out
 
 
 def log_lines(log: Path) -> list[str]:

@@ -30,9 +30,7 @@ from hypothesis import strategies as st
 from tests.kit.loop import reply, sleeper
 from tests.kit.mcp import (
     SERVER,
-    alive,
     calls,
-    children_of,
     ends,
     http_server_process,
     log_lines,
@@ -40,6 +38,7 @@ from tests.kit.mcp import (
     wait_for_line,
     wait_gone,
 )
+from tests.kit.processes import alive, children_of
 from trio_agent import (
     Context,
     Image,
