@@ -1,63 +1,49 @@
-"""``python -m trio_agent._bench.instructions``: the overhead ratios, counted in instructions.
+"""The overhead ratios counted in instructions: ``trio-agent bench --instructions``.
 
 Wall-clock ratios on a shared machine move by ±0.2× between runs; the number of machine
 instructions a workload executes does not. This module counts them with valgrind's
-callgrind tool and prints, ours ÷ the bare trio floor:
+callgrind tool and prints, ours ÷ the floor, each against its target:
 
-- **W1 per turn**: T one-call turns (default 200) through ``run_agent_loop`` with no
-  event consumer, against the bare loop (stream a reply, run its calls in a nursery);
-- **W3 per run**: R runs at once (default 1,000), one 10 ms tool call each, against R
-  bare loops in one nursery;
-- **the Agent, no subscriber**: ``Agent.prompt`` on the W1 script, against
+- **W1 per turn** (≤ 1.75×): T one-call turns (200 by default) through
+  ``run_agent_loop`` with no event consumer, against the bare loop (stream a reply, run
+  its calls in a nursery);
+- **W3 per run** (≤ 2×): R runs at once (1,000 by default), one 10 ms tool call each,
+  against R bare loops in one nursery;
+- **the Agent, no subscriber** (≤ 1.1×): ``Agent.prompt`` on the W1 script, against
   ``run_agent_loop``;
-- **the Agent, one subscriber**: the same with one subscriber reading every event,
-  against the events floor (the bare loop handing as many events to a consumer task
-  through a buffer-0 channel).
+- **the Agent, one subscriber** (≤ 1.15×): the same with one subscriber reading every
+  event, against the events floor (the bare loop handing as many events to a consumer
+  task through a buffer-0 channel).
 
-The workloads and floors are the ``Case`` s of ``bench_turns`` and ``bench_runs`` — the
-very functions ``trio-agent bench`` times — so both measures always measure the same code.
+The workloads and floors are the ``Case`` s of ``bench_turns`` and ``bench_runs``, the
+very functions ``trio-agent bench`` times, so both measures always measure the same code.
 
 Theory of operation: every count is one fresh interpreter under
 ``valgrind --tool=callgrind --callgrind-out-file=/dev/null``, which prints the
 instructions the whole process executed (``Collected``). To count only the workload, each
 contender's process does the same preamble — import every workload module, run every
-selected contender once untimed at its smallest size (lazy imports, caches, the
-interpreter's specialisation), prepare every input, ``gc.collect()`` and ``gc.freeze()``
-as the wall-clock harness does — then runs its contender ``repeats`` times
-(``gc.collect()`` before each, each a whole ``trio.run``), and leaves through
-``os._exit`` (no interpreter teardown). One more process does the preamble and zero
-repeats; its count is subtracted from every other. What is left is the repeats alone:
-cost per unit = (count − zero-repeat count) ÷ (repeats × size). Each repeat is a whole
-``trio.run``, so a run's fixed costs (the event loop's start, the run's set-up and
-result, the final text turn) are spread over its turns, as in the wall-clock figures.
-Imports, preparation and warm-up are not counted: they run identically in the
-zero-repeat process.
+selected contender once at its smallest size (lazy imports, caches, the interpreter's
+specialisation), prepare every input, ``gc.collect()`` and ``gc.freeze()`` as the
+wall-clock harness does — then runs its contender ``repeats`` times (``gc.collect()``
+before each, each a whole ``trio.run``), and leaves through ``os._exit`` (no interpreter
+teardown). One more process does the preamble and zero repeats; its count is subtracted
+from every other. What is left is the repeats alone: the cost per unit is
+(count − zero-repeat count) ÷ (repeats × size). Each repeat is a whole ``trio.run``, so a
+run's fixed costs (the event loop's start, the run's set-up and result, the final text
+turn) are spread over its turns, as in the wall-clock figures. A function that is a side
+of two ratios (``run_agent_loop``: ours in W1, the floor of the Agent row) is counted once.
 
-The runs are repeatable: every process runs with ``PYTHONHASHSEED=0`` (string hashes,
+The counts are repeatable: every process runs with ``PYTHONHASHSEED=0`` (string hashes,
 hence set and dict order, fixed) and seeds trio's scheduler (``trio._core._run._r``, the
-random source that orders each batch of runnable tasks) before its first ``trio.run``.
-Two runs of the same code agree to a few hundred instructions in tens of millions (W1);
+random source that orders each batch of runnable tasks) before its first ``trio.run``, so
+two runs of the same code agree to a few hundred instructions in tens of millions (W1).
 W3's tools sleep 10 ms on the real clock, so how many scheduler passes wait for them
 depends a little on timing: its counts agree within about 0.1%.
 
-A full run (eight processes, two at a time) takes about five minutes on a 2-CPU machine:
-most of each process's time under valgrind is the interpreter's start-up and imports
-(about 1.4 G instructions), which every process pays and the subtraction removes.
-
-Figures at commit 399f620 (Python 3.11.7, trio 0.35.0, valgrind 3.19.0), T = 200,
-R = 1,000, one repeat:
-
-====================================  ============  ============  =======  ========
-ratio                                 ours          floor         ratio    target
-====================================  ============  ============  =======  ========
-W1 per turn                           261.5 k       243.8 k       1.07×    ≤ 1.75×
-W3 per run                            722 k         475 k         1.52×    ≤ 2.0×
-the Agent ÷ ``run_agent_loop``        (see report)                         ≤ 1.1×
-the Agent + one subscriber            1,220 k       1,074 k       1.14×    ≤ 1.15×
-====================================  ============  ============  =======  ========
-
-(The last row reproduces the figures published for it before: 1,217 k per turn against
-1,068 k, 1.14×.)
+Most of each process's time under valgrind is the interpreter's start-up and imports
+(about 1.4 G instructions, 20 s of CPU here), which every process pays and the
+subtraction removes: a whole count (eight processes, two at a time) takes about three
+minutes on an idle 2-CPU machine, whatever the sizes.
 """
 
 from __future__ import annotations
@@ -71,9 +57,11 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from trio_agent._bench._cli import positive, write_json
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -108,6 +96,7 @@ class Ratio:
 
 
 _MODULE = "trio_agent._bench.instructions"
+_COMMAND = "trio-agent bench --instructions"
 _TURNS_MODULE = "trio_agent._bench.bench_turns"
 _RUNS_MODULE = "trio_agent._bench.bench_runs"
 
@@ -217,11 +206,10 @@ _COLLECTED = re.compile(r"^==\d+== Collected : (\d+)\s*$", re.MULTILINE)
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    # The child imports what this process imports (a checkout's src, say).
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    env["PYTHONHASHSEED"] = "0"
-    return env
+    from trio_agent._bench._harness import child_env
+
+    # String hashes, hence the order of sets and dicts, the same in every process.
+    return {**child_env(), "PYTHONHASHSEED": "0"}
 
 
 def _count_process(valgrind: str, spec: dict[str, Any]) -> int:
@@ -319,7 +307,7 @@ class Report:
                     "met" if value <= ratio.target else "NOT MET",
                 ]
             )
-        table = _render(["ratio", "ours", "floor", "ratio", "target", ""], body, right={1, 2, 3})
+        table = _render(["measure", "ours", "floor", "ratio", "target", ""], body, right={1, 2, 3})
         raw = _render(
             ["contender", "size", "repeats", "instructions counted", "per unit"],
             [
@@ -441,24 +429,23 @@ def count_instructions(
     specs = [{**base, "measure": 0, "repeats": 0}]
     specs += [{**base, "measure": i, "repeats": repeats} for i in range(len(contenders))]
     names = ["the zero-repeat process", *(c.label for c in contenders)]
-    done = 0
-
-    def one(index: int) -> int:
-        nonlocal done
-        started = time.monotonic()
-        value = _count_process(tool, specs[index])
-        done += 1
-        if progress is not None:
-            progress(
-                f"[{done}/{len(specs)}] {names[index]}: {value:,} instructions "
+    totals = [0] * len(specs)
+    say = progress or (lambda line: None)
+    say(f"counting {len(specs)} processes under callgrind, {jobs} at a time")
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(_count_process, tool, spec): i for i, spec in enumerate(specs)}
+        for done, future in enumerate(as_completed(futures), start=1):
+            index = futures[future]
+            if future.exception() is not None:
+                # A failed process fails the count: the processes not started yet never
+                # start; those running are waited for.
+                pool.shutdown(cancel_futures=True)
+            totals[index] = future.result()
+            say(
+                f"[{done}/{len(specs)}] {names[index]}: {totals[index]:,} instructions "
                 f"({time.monotonic() - started:.0f} s)"
             )
-        return value
-
-    if progress is not None:
-        progress(f"counting {len(specs)} processes under callgrind, {jobs} at a time")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        totals = list(pool.map(one, range(len(specs))))
     baseline, *rest = totals
     counted = {
         c.label: Count(c.label, c.workload, sizes[c.workload], repeats, total, baseline)
@@ -548,34 +535,18 @@ def run(
             ratios, turns=turns, runs=runs, repeats=repeats, jobs=jobs, progress=say
         )
     except (ValueError, FileNotFoundError) as exc:
-        print(f"trio-agent bench --instructions: {exc}", file=sys.stderr)
+        print(f"{_COMMAND}: {exc}", file=sys.stderr)
         return 2
     except CountError as exc:
-        print(f"trio-agent bench --instructions: {exc}", file=sys.stderr)
+        print(f"{_COMMAND}: {exc}", file=sys.stderr)
         return 1
     report.meta = _meta(shutil.which("valgrind"), turns, runs, repeats)
     report.meta["seconds"] = round(time.monotonic() - started, 1)
     print(report.text())
     say(f"took {report.meta['seconds']:.0f} s")
-    if json_out:
-        try:
-            with open(json_out, "w", encoding="utf-8") as f:
-                json.dump(report.to_json(), f, indent=2)
-                f.write("\n")
-        except OSError as exc:
-            print(
-                f"trio-agent bench --instructions: cannot write {json_out}: {exc}", file=sys.stderr
-            )
-            return 1
-        print(f"\nJSON written to {json_out}")
+    if json_out and not write_json(json_out, report.to_json(), _COMMAND):
+        return 1
     return 0
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -598,13 +569,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"small sizes: T = {QUICK_TURNS}, R = {QUICK_RUNS} (unless given)",
     )
-    p.add_argument("--turns", type=_positive, help=f"W1 turns (default {TURNS})")
-    p.add_argument("--runs", type=_positive, help=f"W3 runs (default {RUNS:,})")
+    p.add_argument("--turns", type=positive, help=f"W1 turns (default {TURNS})")
+    p.add_argument("--runs", type=positive, help=f"W3 runs (default {RUNS:,})")
     p.add_argument(
-        "--repeats", type=_positive, help="times each workload runs in the count (default 1)"
+        "--repeats", type=positive, help="times each workload runs in the count (default 1)"
     )
     p.add_argument(
-        "--jobs", type=_positive, default=2, help="valgrind processes at a time (default 2)"
+        "--jobs", type=positive, default=2, help="valgrind processes at a time (default 2)"
     )
     p.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
