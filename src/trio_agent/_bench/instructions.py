@@ -41,7 +41,7 @@ W3's tools sleep 10 ms on the real clock, so how many scheduler passes wait for 
 depends a little on timing: its counts agree within about 0.1%.
 
 Most of each process's time under valgrind is the interpreter's start-up and imports
-(about 1.4 G instructions, 20 s of CPU here), which every process pays and the
+(about 1.6 G instructions, 20 s of CPU here), which every process pays and the
 subtraction removes: a whole count (eight processes, two at a time) takes about three
 minutes on an idle 2-CPU machine, whatever the sizes.
 """
