@@ -57,6 +57,7 @@ from .._core._serde import as_prompts
 from .._core._turn import TurnMachine, default_convert
 from .._core._util import NO_SCOPE, hook_returned, maybe_await, representative
 from ._batch import Batch
+from ._observed import ObservedStream
 from ._sink import EventDelivery, OnEvent, SinkFailure
 from ._stream import StreamAccumulator
 
@@ -466,7 +467,7 @@ class Runner:
             model = m.model
             stream = model.stream(request)
             if self.probe is not None:
-                stream = self.probe.request(stream, model, request, m.steps)
+                stream = ObservedStream(self.probe, stream, model, request, m.steps)
             try:
                 async with stream as events:
                     async for event in events:
