@@ -1,5 +1,5 @@
 """Values and rules, with no trio import: messages, events, serde, the input checks, tools
-and their arguments, config, errors, the stop-reason policy, pairing, the observer
+and their arguments, config, errors, the turn machine, pairing, the observer
 protocol.
 
 This is the layer's surface: the layers above (``_run``, ``_agent``, ``_store``), the
@@ -8,7 +8,7 @@ Message``; the event classes as ``from .._core import events as ev``), never fro
 module of the package. Its modules import each other directly, bottom-up: errors,
 messages, events, validators, serde, the model protocol, tools, the observer protocol,
 config, inputs, then the rules (arguments and their conversion, the tool decorator,
-policy, blocks, call ids, pairing).
+the turn machine, blocks, call ids, pairing).
 """
 
 from . import _events as events
@@ -18,7 +18,16 @@ from ._arguments import (
     compile_parameters,
     convert_arguments,
 )
-from ._blocks import UnfinishedCall, keep_partial
+from ._blocks import (
+    CALL,
+    END_EVENTS,
+    TEXT,
+    THINKING,
+    Block,
+    Part,
+    keep_partial,
+    parse_arguments,
+)
 from ._call_ids import CallIds
 from ._config import (
     AfterToolCallContext,
@@ -111,7 +120,6 @@ from ._observer import (
     logger,
 )
 from ._pairing import check_transcript, repair, transcript_violations
-from ._policy import TERMINATED, Decision, decide, interrupted, natural_end, over_budget
 from ._serde import (
     MAX_JSON_DEPTH,
     MAX_VALUE_DEPTH,
@@ -137,9 +145,29 @@ from ._tools import (
     as_tools,
     check_tool_name,
 )
+from ._turn import (
+    TERMINATED,
+    AbortAct,
+    Ask,
+    BatchEnd,
+    Decision,
+    Interrupt,
+    Lifecycle,
+    Phase,
+    ToolIndex,
+    TurnMachine,
+    decide,
+    default_convert,
+    interrupted,
+    natural_end,
+    over_budget,
+    runs_sequentially,
+)
 from ._validators import as_history, describe_value, is_str, one_of, seconds
 
 __all__ = [
+    "CALL",
+    "END_EVENTS",
     "MAX_JSON_DEPTH",
     "MAX_RESULT_CHARS",
     "MAX_VALUE_DEPTH",
@@ -147,6 +175,9 @@ __all__ = [
     "NO_USAGE",
     "REASONING_LEVELS",
     "TERMINATED",
+    "TEXT",
+    "THINKING",
+    "AbortAct",
     "AfterToolCallContext",
     "AfterToolCallResult",
     "AgentBusyError",
@@ -156,10 +187,13 @@ __all__ = [
     "AgentRunResult",
     "AgentStart",
     "AgentUsageError",
+    "Ask",
     "AssistantEvent",
     "AssistantMessage",
+    "BatchEnd",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "Block",
     "CallIds",
     "CallObservation",
     "CallTiming",
@@ -171,8 +205,10 @@ __all__ = [
     "EndReason",
     "Error",
     "Image",
+    "Interrupt",
     "InvalidArguments",
     "JsonTooDeep",
+    "Lifecycle",
     "LoopConfig",
     "MaybeAwaitable",
     "Message",
@@ -185,6 +221,8 @@ __all__ = [
     "ModelRequest",
     "NextTurn",
     "Observer",
+    "Part",
+    "Phase",
     "RequestObservation",
     "RunObservation",
     "Start",
@@ -206,6 +244,7 @@ __all__ = [
     "ToolExecutionEnd",
     "ToolExecutionStart",
     "ToolExecutionUpdate",
+    "ToolIndex",
     "ToolOutcome",
     "ToolOutput",
     "ToolResultMessage",
@@ -215,9 +254,9 @@ __all__ = [
     "TrioAgentError",
     "TurnContext",
     "TurnEnd",
+    "TurnMachine",
     "TurnStart",
     "TurnStats",
-    "UnfinishedCall",
     "Usage",
     "UserMessage",
     "as_agent_prompts",
@@ -236,6 +275,7 @@ __all__ = [
     "compile_parameters",
     "convert_arguments",
     "decide",
+    "default_convert",
     "describe_value",
     "dumps",
     "event_to_json",
@@ -255,10 +295,12 @@ __all__ = [
     "natural_end",
     "one_of",
     "over_budget",
+    "parse_arguments",
     "parse_json",
     "repair",
     "result_content",
     "result_message",
+    "runs_sequentially",
     "seconds",
     "sum_usage",
     "to_jsonable",

@@ -1,5 +1,5 @@
 """The trio driver of one run: stream, batch, event delivery, the runner, the queues, the
-runtime side of the observer, the loop's entry points.
+runtime side of the observer, the model streams made in memory and wrapped, the loop's entry points.
 
 This is the layer's surface: the ``Agent``, the public facade and the edges import what
 they need from here (``from .._run import Runner``), never from a module of the package.
@@ -13,13 +13,16 @@ from ._observe import ObservedCall, ObservedStream, Probe
 from ._queues import MODES, Kind, MessageQueues, QueueMode
 from ._runner import OnEvent, Runner
 from ._stream import StreamAccumulator
+from ._streams import EventHolds, MemoryStream, StreamOwner, StreamWrapper
 
 __all__ = [
     "MODES",
     "NO_SCOPE",
     "AgentRun",
+    "EventHolds",
     "Fanout",
     "Kind",
+    "MemoryStream",
     "MessageQueues",
     "ObservedCall",
     "ObservedStream",
@@ -28,6 +31,8 @@ __all__ = [
     "QueueMode",
     "Runner",
     "StreamAccumulator",
+    "StreamOwner",
+    "StreamWrapper",
     "open_agent_loop",
     "representative",
     "run_agent_loop",

@@ -4,7 +4,9 @@ the ``trio_agent`` log lines (the protocol and the logger are ``_core/_observer`
 With no observer and the ``trio_agent`` logger not enabled for INFO, a run builds no
 :class:`Probe` and each of the places it would report costs one attribute check. An
 observer's method that raises is logged as a warning and otherwise ignored: observing
-never changes a run.
+never changes a run. A model request observed is an :class:`ObservedStream`, a
+``StreamWrapper``: it ends the request's observation exactly once when the stream
+closes, with the reply's final message (the stream's last event's) if one arrived.
 """
 
 from __future__ import annotations
@@ -14,15 +16,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, final
 
 import trio
 
-from .._core import logger
+from .._core import AssistantMessage, logger
+from ._streams import StreamWrapper
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterable, Awaitable, Callable
     from contextlib import AbstractAsyncContextManager
-    from types import TracebackType
 
     from .._core import (
-        AssistantMessage,
         CallObservation,
         Message,
         Model,
@@ -166,27 +167,23 @@ class ObservedCall:
 
 
 @final
-class ObservedStream:
+class ObservedStream(StreamWrapper):
     """``model.stream(request)`` with the request's observation around it.
 
     The observation is activated in ``__aenter__`` (before the model's own enter, so a
-    provider's producer task and its HTTP request start under it) and deactivated in
-    ``__aexit__``, both in the run's task.
+    provider's producer task and its HTTP request start under it) and deactivated when
+    the stream closes, both in the run's task. What the observer raises is logged and
+    ignored (see ``Observer``).
+
+    Args:
+        probe: the run's probe (its observer, and whether to log at DEBUG).
+        inner: what ``model.stream(request)`` returned.
+        model: the model asked.
+        request: the request sent.
+        step: the request's number in the run (for the log line).
     """
 
-    __slots__ = (
-        "final",
-        "first_at",
-        "inner",
-        "iterator",
-        "model",
-        "obs",
-        "probe",
-        "request",
-        "start",
-        "step",
-        "token",
-    )
+    __slots__ = ("first_at", "model", "obs", "probe", "request", "start", "step", "token")
 
     def __init__(
         self,
@@ -196,72 +193,44 @@ class ObservedStream:
         request: ModelRequest,
         step: int,
     ) -> None:
+        super().__init__(inner)
         self.probe = probe
-        self.inner = inner
         self.model = model
         self.request = request
         self.step = step
         self.obs: RequestObservation | None = None
         self.token: object = None
-        self.iterator: AsyncIterator[ev.AssistantEvent] | None = None
-        self.final: AssistantMessage | None = None
         self.start = 0.0
         self.first_at: float | None = None  # when the first event arrived
 
-    async def __aenter__(self) -> ObservedStream:
+    def _open(self) -> AbstractAsyncContextManager[AsyncIterable[ev.AssistantEvent]]:
         observer = self.probe.observer
         if observer is not None:
             self.obs = _safely(observer.start_request, model=self.model, request=self.request)
             if self.obs is not None:
                 self.token = _safely(self.obs.activate)
         self.start = trio.current_time()
-        try:
-            events = await self.inner.__aenter__()
-        except BaseException as exc:
-            self._end(exc)
-            raise
-        self.iterator = aiter(events)
-        return self
+        return super()._open()
 
-    def __aiter__(self) -> ObservedStream:
-        return self
-
-    async def __anext__(self) -> ev.AssistantEvent:
-        assert self.iterator is not None
-        event = await anext(self.iterator)
+    def _event(self, event: ev.AssistantEvent) -> None:
         if self.first_at is None:
             self.first_at = trio.current_time()
             if self.obs is not None:
                 _safely(self.obs.first_chunk)
-        kind = getattr(event, "type", None)
-        if kind == "done" or kind == "error":
-            self.final = event.message  # type: ignore[union-attr]
-        return event
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        error = exc
-        try:
-            # A wrapper: the model's own exit runs exactly as it would unwrapped.
-            return await self.inner.__aexit__(exc_type, exc, tb)  # noqa: ASYNC102
-        except BaseException as raised:
-            error = raised
-            raise
-        finally:
-            self._end(error)
 
     def _end(self, error: BaseException | None) -> None:
+        last = self.last
+        # The reply's final message; a last event carrying anything else made the
+        # stream malformed (the loop fails the reply): no final message then.
+        final = (
+            last.message if last is not None and type(last.message) is AssistantMessage else None
+        )
         obs, self.obs = self.obs, None
         if obs is not None:
             _safely(obs.deactivate, self.token)
-            _safely(obs.end, message=self.final, error=error)
+            _safely(obs.end, message=final, error=error)
         if self.probe.debug:
             now = trio.current_time()
-            final = self.final
             usage = None if final is None else final.usage
             logger.debug(
                 "model request %d (%s): %s input_tokens=%s output_tokens=%s "
