@@ -53,7 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_run",
             "_run._stream",
             "_run._batch",
-            "_run._sink",
+            "_run._delivery",
             "_run._run_state",
             "_run._runner",
             "_run._loop",
@@ -61,7 +61,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "agent",
-        ("_run._queues", "_run._fanout", "_agent", "_agent._state", "_agent._run", "_agent._agent"),
+        ("_run._queues", "_agent", "_agent._state", "_agent._run", "_agent._agent"),
     ),
     ("disk", ("_core._pairing", "_store", "_store._locked_file", "_store._jsonl")),
     ("facade", ("__init__",)),

@@ -38,7 +38,7 @@ from .._core._util import hook_returned, make_result, maybe_await, result_conten
 
 if TYPE_CHECKING:
     from .._core._observer import ObservedCall, Probe
-    from ._sink import EventDelivery
+    from ._delivery import EventDelivery
 
 __all__ = ["Batch", "CallState", "Closed", "runs_sequentially"]
 

@@ -37,7 +37,7 @@ from .._core._policy import over_budget
 from .._core._serde import as_prompts
 from .._core._util import make_result
 from ._batch import runs_sequentially
-from ._sink import EventDelivery, OnEvent
+from ._delivery import EventDelivery, OnEvent
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -158,6 +158,7 @@ class RunState:
         send: trio.MemorySendChannel[ev.AgentEvent] | None = None,
         controlled: bool = True,
         polls: tuple[PollHook, PollHook] | None = None,
+        delivery: EventDelivery | None = None,
     ) -> None:
         prompts = as_prompts(prompts)
         check_run_inputs(context, model, config)
@@ -181,7 +182,11 @@ class RunState:
         self.options: ModelOptions = config.model_options
         # Only a channel's consumer can go away; the callback is dropped when the run
         # ends (see EventDelivery.close), so a run is not a reference cycle.
-        self.sink = EventDelivery(on_event, send, self._consumer_gone if send is not None else None)
+        self.sink = (
+            delivery
+            if delivery is not None
+            else EventDelivery(on_event, send, self._consumer_gone if send is not None else None)
+        )
         # A run that another task may abort or interrupt (through open_agent_loop's
         # handle, or the Agent) has cancel scopes of its own: the run's, the stream's,
         # the batch's. A run nobody can reach (run_agent_loop) needs none — the

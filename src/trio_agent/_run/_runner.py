@@ -11,7 +11,7 @@ the tool batch being run (``batch``) and where the run is in its lifecycle
 updated *synchronously*, before any event about it is emitted (so code that reads the
 state — the Agent's ``state`` — never lags the events). This module is the loop that
 drives it: every ``await`` of a run is here.
-Events are delivered afterwards by ``_sink.EventDelivery`` (to the ``on_event`` sink,
+Events are delivered afterwards by ``_delivery.EventDelivery`` (to the ``on_event`` sink,
 then the channel; each exactly once, in order, whatever cancels a delivery — see there).
 Whatever ends the run, at whatever checkpoint — the run's own cancel scope (``abort``),
 the caller's cancel scope, an exception — ``RunState._close`` can read the state, give
@@ -59,8 +59,8 @@ from .._core._policy import TERMINATED, Decision, decide, interrupted, natural_e
 from .._core._serde import as_prompts
 from .._core._util import NO_SCOPE, hook_returned, maybe_await, representative
 from ._batch import Batch
+from ._delivery import OnEvent, SinkFailure
 from ._run_state import Interrupt, RunState, default_convert
-from ._sink import OnEvent, SinkFailure
 from ._stream import StreamAccumulator
 
 if TYPE_CHECKING:
