@@ -193,7 +193,6 @@ class EventDelivery:
 
     __slots__ = (
         "_hold",
-        "_sink",
         "_targets",
         "_wanted",
         "closing_scope",
@@ -211,8 +210,7 @@ class EventDelivery:
         *,
         hold: bool = False,
     ) -> None:
-        self._sink = None if on_event is None else Sink(on_event)
-        targets: list[Target] = [] if self._sink is None else [self._sink]
+        targets: list[Target] = [] if on_event is None else [Sink(on_event)]
         if send is not None:
             targets.append(Channel(send, drop_updates=False))
         # Replaced, never changed in place: a delivery under way keeps its own.
@@ -231,17 +229,6 @@ class EventDelivery:
         """Build and deliver events from now on, or stop."""
         self._wanted = listening
         self.listening = listening and bool(self._targets)
-
-    @property
-    def sink_dead(self) -> bool:
-        """Whether the ``on_event`` sink raised (it gets nothing more)."""
-        return self._sink is not None and self._sink.gone
-
-    @sink_dead.setter
-    def sink_dead(self, dead: bool) -> None:
-        if self._sink is not None:
-            if dead:
-                self._sink.leave()
 
     def subscribe(
         self, buffer: int, drop_updates: bool, check_open: Callable[[], None]
@@ -279,48 +266,33 @@ class EventDelivery:
 
     # --- delivering -------------------------------------------------------------------
 
-    async def emit(self, *events: ev.AgentEvent) -> None:
+    async def emit(self, *events: ev.AgentEvent, to: tuple[Target, ...] | None = None) -> None:
         """Deliver ``events`` to every target, in order, after what is owed.
 
         A checkpoint only when a target makes the delivery wait (a full channel, a
         sink's awaitable) or something owed is delivered. What a cancel interrupts is
         owed (see the module docstring). Raises :class:`SinkFailure` when ``on_event``
         raises; ``Cancelled`` when cancelled.
-        """
-        if not self.listening:
-            return
-        targets = self._targets
-        if len(targets) != 1 or self.owed or (self._hold and events and type(events[-1]) in _HELD):
-            await self._pay(events)
-            return
-        # The usual case, kept short (no allocation per event): one target, nothing
-        # owed. The same steps as in `_deliver`.
-        target = targets[0]
-        i = 0  # the event under way
-        try:
-            for event in events:
-                try:
-                    waiting = target.offer(event)
-                    if waiting is not None:
-                        await waiting
-                        if target.gone:
-                            self._drop(target)
-                except Exception as exc:
-                    self._fail(target)
-                    raise SinkFailure(exc) from exc
-                i += 1
-        except BaseException:
-            self._owe_rest(events, targets, i, 0)
-            raise
 
-    async def _deliver(self, events: Sequence[ev.AgentEvent], targets: tuple[Target, ...]) -> None:
-        """Hand each of ``events`` to each of ``targets``, in order (each event to every
-        target before the next event); on any exception what is left is owed."""
+        Args:
+            events: the events, oldest first.
+            to: hand ``events`` to these targets only, and now (what is owed being
+                delivered); by default to every target, after what is owed.
+        """
+        if to is None:
+            if not self.listening:
+                return
+            if self.owed or (self._hold and events and type(events[-1]) in _HELD):
+                await self._pay(events)
+                return
+            to = self._targets
+        # The one delivery loop: each event to each target before the next event. The
+        # usual case (nothing owed) runs it straight from the emit, with no allocation.
         i = 0  # the event under way
-        target = targets[0] if targets else None  # the target under way
+        target = to[0] if to else None  # the target under way
         try:
             for event in events:
-                for target in targets:
+                for target in to:
                     try:
                         waiting = target.offer(event)
                         if waiting is not None:
@@ -332,7 +304,7 @@ class EventDelivery:
                         raise SinkFailure(exc) from exc
                 i += 1
         except BaseException:
-            self._owe_rest(events, targets, i, 0 if target is None else targets.index(target))
+            self._owe_rest(events, to, i, 0 if target is None else to.index(target))
             raise
 
     def _fail(self, target: Target) -> None:
@@ -361,9 +333,6 @@ class EventDelivery:
         """Deliver what is owed, then ``events``. A holding delivery keeps a last
         ``TurnEnd`` owed (it goes with the next event), and hands a last ``AgentEnd``
         over only after :attr:`finalize` ran."""
-        if not self.owed and not (self._hold and events and type(events[-1]) in _HELD):
-            await self._deliver(events, self._targets)  # nothing owed: no list per event
-            return
         items = self.owed
         self.owed = []
         if events:
@@ -382,7 +351,7 @@ class EventDelivery:
                     m += 1
                 group = [e for e, _ in items[k:m]]
                 k = m
-                await self._deliver(group, targets)
+                await self.emit(*group, to=targets)
         except BaseException:
             self.owed.extend(item for item in items[k:] if type(item[0]) not in _UPDATES)
             if last is not None:
@@ -398,7 +367,7 @@ class EventDelivery:
         if finalize is not None:
             self.finalize = None
             finalize()
-        await self._deliver((event,), targets)
+        await self.emit(event, to=targets)
 
     def owe(self, events: Sequence[ev.AgentEvent]) -> None:
         """Owe ``events`` (the closing ones) to every target, if anyone listens."""

@@ -133,7 +133,6 @@ class Runner(RunState):
         except BaseException as exc:  # noqa: ASYNC103, ASYNC104
             failure = representative(exc)
         if isinstance(failure, SinkFailure):
-            self.sink.sink_dead = True
             failure = failure.original
         if failure is None or not isinstance(failure, Exception):
             # Finished, aborted through the run's own scope, timed out, or stopped by an
