@@ -8,9 +8,9 @@ Run from the root of a checkout::
     .venv/bin/python -m benchmarks.bench_mcp --calls 50 --repeats 3
     .venv/bin/python -m benchmarks.bench_mcp --big 1 10 20 50 --repeats 3
 
-One stdio server (``tests/mcp_server.py``, the SDK's own server class) is started once for
-ours and once for the raw SDK client; then, interleaved per repeat, each contender makes
-``calls`` calls one after another and the median time per call is reported:
+One stdio server (``tests/kit/programs/mcp_server.py``, the SDK's own server class) is
+started once for ours and once for the raw SDK client; then, interleaved per repeat, each
+contender makes ``calls`` calls one after another and the median time per call is reported:
 
 - **floor**: the bare trio loop of ``bench_turns`` (stream a reply, run its call in a
   nursery) with an in-process no-op tool — turns of one call.
@@ -69,7 +69,9 @@ if TYPE_CHECKING:
     from trio_agent import AssistantEvent, Tool
     from trio_agent.mcp import McpTools
 
-SERVER = str(Path(__file__).resolve().parent.parent / "tests" / "mcp_server.py")
+SERVER = str(
+    Path(__file__).resolve().parent.parent / "tests" / "kit" / "programs" / "mcp_server.py"
+)
 
 
 def mcp_script(calls: int) -> tuple[list[AssistantEvent], ...]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from test_public_api import PUBLIC_MODULES
+from tests.test_public_api import PUBLIC_MODULES
 
 if TYPE_CHECKING:
     import types

@@ -9,14 +9,26 @@ function ``measure(size, inputs) -> (wall, cpu)`` that starts its own event loop
 :class:`Stopwatch` inside that loop, so start-up and set-up never count.
 
 :func:`measure_case` runs the contenders *interleaved* — one repeat of each in turn, the
-order alternating between repeats, ``gc.collect()`` before every repeat — so that a noisy
-neighbour or a frequency change hits every contender alike, and reports medians. The
-heap that exists before the repeats (imported modules, prepared inputs) is frozen
-(``gc.freeze()``) so that full garbage collections walk only what the workload
-allocates, whatever else the process imported. Peak
-memory is the growth of the peak RSS (``VmHWM``) of a *fresh subprocess* running one
-repeat (see :mod:`trio_agent._bench._rss`): an in-process RSS never shrinks, so after the first
-workload it would measure the allocator's history, not the workload.
+order alternating between repeats — so that a noisy neighbour or a frequency change hits
+every contender alike, and reports medians. Two ways:
+
+- **In this process** (W1, W4): one untimed warm-up, then the heap that exists before the
+  repeats (imported modules, prepared inputs) is frozen (``gc.freeze()``) so that full
+  garbage collections walk only what the workload allocates, whatever else the process
+  imported; ``gc.collect()`` before every repeat.
+- **A fresh process per repeat** (cases with ``fresh=True``: W2 and W3, judged in wall
+  time as an application's process sees it): every repeat of every contender is a new
+  interpreter (:mod:`trio_agent._bench._fresh`) that imports, prepares the inputs and
+  runs the workload once — no warm-up, no frozen heap, no collection beforehand, no
+  memory mapped by an earlier repeat. What differs is above all the garbage collector:
+  a ``gc.collect()`` just before a run moves where its full collections fall. In a
+  fresh process ours pays one of W2's at the batch's peak and the floor does not, so
+  W2 reads higher than in one long-lived process; W3 pays one full collection on both
+  sides and reads lower. The measurements are in ``benchmarks/README.md``.
+
+Peak memory is the growth of the peak RSS (``VmHWM``) of a *fresh subprocess* running one
+repeat (see :mod:`trio_agent._bench._rss`): an in-process RSS never shrinks, so after the
+first workload it would measure the allocator's history, not the workload.
 """
 
 from __future__ import annotations
@@ -33,7 +45,9 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 __all__ = [
+    "FRESH",
     "Case",
+    "FreshSample",
     "Progress",
     "Row",
     "Stopwatch",
@@ -41,6 +55,7 @@ __all__ = [
     "format_bytes",
     "format_seconds",
     "measure_case",
+    "measure_in_fresh_process",
     "rss_in_subprocess",
     "tables",
 ]
@@ -93,6 +108,9 @@ class Case:
         offset: seconds of the workload that are not overhead (W2's 10 ms sleep): the
             cost per unit is ``(time - offset) / size``.
         memory: measure peak RSS (in a fresh subprocess per contender and size).
+        fresh: time every repeat in a fresh interpreter, as an application's process
+            sees the workload (no warm-up, no frozen heap, no memory mapped before);
+            see :func:`measure_in_fresh_process`.
         memory_per_unit: show memory per unit (W3: per run) instead of in total.
         peer_sizes: the sizes at which peers run (they are slow).
     """
@@ -111,6 +129,7 @@ class Case:
     memory: bool = False
     memory_per_unit: bool = False
     peer_sizes: tuple[int, ...] = ()
+    fresh: bool = False
 
     @property
     def key(self) -> str:
@@ -256,50 +275,27 @@ def measure_case(
     peers: Mapping[str, Measure] | None = None,
     peer_repeats: int = 3,
     memory: bool = True,
+    in_process: bool = False,
     progress: Progress | None = None,
 ) -> Row:
     """Measure ``case`` at ``size``: ``repeats`` interleaved repeats of each contender.
 
-    Peers (slow) run only their first ``peer_repeats`` repeats. Each contender runs once
-    at the smallest quick size first (imports, caches), untimed.
+    A case with ``fresh=True`` runs every repeat of every contender in a new interpreter
+    (:func:`measure_in_fresh_process`), unless ``in_process`` asks for the in-process
+    way of the other cases (to compare the two). In this process, each contender runs
+    once at the smallest quick size first (imports, caches), untimed, and the heap that
+    exists before the repeats is frozen. Peers (slow) run only their first
+    ``peer_repeats`` repeats.
+
+    Raises:
+        RuntimeError: a fresh process failed (its workload's own checks included).
     """
     progress = progress or Progress(enabled=False)
     contenders: dict[str, Measure] = {"ours": case.ours, "floor": case.floor}
     contenders.update(peers or {})
     title = f"{case.workload} {case.name} {size_text(case.size_label, size)}".replace("  ", " ")
-    warm = case.quick_sizes[0]
-    warm_inputs = case.prepare(warm)
-    for name, fn in contenders.items():
-        progress(title, detail=f"warm-up {name}")
-        fn(warm, warm_inputs)
-    del warm_inputs
-    progress(title, detail="preparing")
-    inputs = case.prepare(size)
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    cpu: dict[str, list[float]] = {name: [] for name in contenders}
-    names = list(contenders)
-    # What exists now — modules (ours, and any peer's), their import-time objects, the
-    # prepared inputs — is not the workload: freeze it so that full collections walk
-    # only what the repeats allocate. Otherwise every contender pays for whichever
-    # libraries happen to be imported (a peer's import makes our full collections
-    # slower too), and the figures depend on the order the suite ran in.
-    gc.collect()
-    gc.freeze()
-    try:
-        for r in range(repeats):
-            # Alternate the order so that no contender always runs right after another.
-            order = names if r % 2 == 0 else names[::-1]
-            for name in order:
-                if name not in ("ours", "floor") and r >= peer_repeats:
-                    continue
-                progress(title, detail=f"repeat {r + 1}/{repeats} {name}")
-                gc.collect()
-                wall, cpu_time = contenders[name](size, inputs)
-                samples[name].append(wall)
-                cpu[name].append(cpu_time)
-    finally:
-        gc.unfreeze()
-    del inputs
+    plan = _Plan(case, size, contenders, repeats, peer_repeats, title, progress)
+    samples = _measure_here(plan) if in_process or not case.fresh else _measure_fresh(plan)
     rss: dict[str, int | None] = {}
     if memory and case.memory:
         for name in contenders:
@@ -312,38 +308,163 @@ def measure_case(
         n=size,
         unit=case.unit,
         offset=case.offset,
-        samples=samples,
-        cpu=cpu,
+        samples=samples.wall,
+        cpu=samples.cpu,
         rss=rss,
         memory_per_unit=case.memory_per_unit,
+        extra=samples.extra,
+    )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What :func:`measure_case` was asked to measure."""
+
+    case: Case
+    size: int
+    contenders: Mapping[str, Measure]
+    repeats: int
+    peer_repeats: int
+    title: str
+    progress: Progress
+
+    def rounds(self) -> Iterable[tuple[int, str]]:
+        """(repeat, contender) in the order they run: the order alternates between
+        repeats, so that no contender always runs right after another; peers only in
+        their first ``peer_repeats`` repeats."""
+        names = list(self.contenders)
+        for r in range(self.repeats):
+            for name in names if r % 2 == 0 else names[::-1]:
+                if name in ("ours", "floor") or r < self.peer_repeats:
+                    self.progress(self.title, detail=f"repeat {r + 1}/{self.repeats} {name}")
+                    yield r, name
+
+
+@dataclass
+class _Samples:
+    """Seconds of every repeat per contender, by wall clock and CPU clock; what else the
+    method recorded (for the JSON)."""
+
+    wall: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, name: str, wall: float, cpu: float) -> None:
+        self.wall.setdefault(name, []).append(wall)
+        self.cpu.setdefault(name, []).append(cpu)
+
+
+def _measure_here(plan: _Plan) -> _Samples:
+    case, size, progress = plan.case, plan.size, plan.progress
+    warm = case.quick_sizes[0]
+    warm_inputs = case.prepare(warm)
+    for name, fn in plan.contenders.items():
+        progress(plan.title, detail=f"warm-up {name}")
+        fn(warm, warm_inputs)
+    del warm_inputs
+    progress(plan.title, detail="preparing")
+    inputs = case.prepare(size)
+    samples = _Samples()
+    # What exists now — modules (ours, and any peer's), their import-time objects, the
+    # prepared inputs — is not the workload: freeze it so that full collections walk
+    # only what the repeats allocate. Otherwise every contender pays for whichever
+    # libraries happen to be imported (a peer's import makes our full collections
+    # slower too), and the figures depend on the order the suite ran in.
+    gc.collect()
+    gc.freeze()
+    try:
+        for _, name in plan.rounds():
+            gc.collect()
+            samples.add(name, *plan.contenders[name](size, inputs))
+    finally:
+        gc.unfreeze()
+    return samples
+
+
+def _measure_fresh(plan: _Plan) -> _Samples:
+    samples = _Samples(extra={"method": FRESH, "minor_faults": {}, "gc_collections": {}})
+    for _, name in plan.rounds():
+        sample = measure_in_fresh_process(plan.case, name, plan.size)
+        samples.add(name, sample.wall, sample.cpu)
+        samples.extra["minor_faults"].setdefault(name, []).append(sample.minor_faults)
+        samples.extra["gc_collections"].setdefault(name, []).append(list(sample.gc_collections))
+    return samples
+
+
+FRESH = "fresh process per repeat"
+"""``Row.extra["method"]`` of the rows measured a fresh process per repeat."""
+
+
+@dataclass(frozen=True)
+class FreshSample:
+    """One repeat measured in a fresh interpreter.
+
+    Attributes:
+        wall / cpu: seconds of the workload (the contender's own timing).
+        minor_faults: the minor page faults of the process while the workload ran
+            (``trio.run``'s start included): memory mapped for the first time.
+        gc_collections: the garbage collections of generations 0, 1 and 2 meanwhile.
+    """
+
+    wall: float
+    cpu: float
+    minor_faults: int
+    gc_collections: tuple[int, int, int]
+
+
+def _child(module: str, case: Case, contender: str, size: int) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m module CASE_MODULE CASE CONTENDER SIZE`` in a fresh interpreter."""
+    # The child imports what this process can: the package, and a checkout's peers.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+    command = [sys.executable, "-m", module, case.module, case.key, contender, str(size)]
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def _last_json(text: str) -> Any:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def measure_in_fresh_process(case: Case, contender: str, size: int) -> FreshSample:
+    """Time one repeat of ``contender`` at ``size`` in a new interpreter.
+
+    The child (:mod:`trio_agent._bench._fresh`) imports the case's module, prepares the
+    inputs and runs the workload once, timed as in this process; nothing runs before it.
+    Blocks until the child exits (at most 10 minutes).
+
+    Raises:
+        RuntimeError: the child failed (the workload's checks included) or timed out;
+            its stderr is in the message.
+    """
+    try:
+        done = _child("trio_agent._bench._fresh", case, contender, size)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"{case.key} {contender} at {size}: timed out") from exc
+    if done.returncode != 0:
+        raise RuntimeError(f"{case.key} {contender} at {size} failed:\n{done.stderr}")
+    data = _last_json(done.stdout)
+    g0, g1, g2 = data["gc_collections"]
+    return FreshSample(
+        wall=float(data["wall_s"]),
+        cpu=float(data["cpu_s"]),
+        minor_faults=int(data["minor_faults"]),
+        gc_collections=(int(g0), int(g1), int(g2)),
     )
 
 
 def rss_in_subprocess(case: Case, contender: str, size: int) -> int | None:
     """Peak RSS growth (bytes) of one repeat, in a fresh interpreter; None if unknown."""
-    # The child imports what this process can: the package, and a checkout's peers.
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    command = [
-        sys.executable,
-        "-m",
-        "trio_agent._bench._rss",
-        case.module,
-        case.key,
-        contender,
-        str(size),
-    ]
     try:
-        done = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=600, check=False
-        )
+        done = _child("trio_agent._bench._rss", case, contender, size)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0:
         sys.stderr.write(f"\npeak RSS of {case.key} {contender} failed:\n{done.stderr}\n")
         return None
     try:
-        value = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_growth"]
+        value = _last_json(done.stdout)["peak_rss_growth"]
     except (ValueError, KeyError, IndexError):
         return None
     return int(value) if value is not None else None

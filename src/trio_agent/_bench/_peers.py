@@ -5,6 +5,9 @@ skipped with one line saying so. Each peer lives in its own ``peer_*.py`` file o
 source checkout's ``benchmarks/`` folder (not in the installed package) that imports its
 framework at the top, so nothing is imported unless the peer runs; without a checkout
 the peers are skipped, also with one line each.
+
+:func:`load_contender` finds any contender of a case by name — ours, the floor or a
+peer — for the subprocesses that measure one repeat (``_fresh``, ``_rss``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from trio_agent._bench._harness import Case, Measure
 
-__all__ = ["PEERS", "missing_peers", "peers_for"]
+__all__ = ["PEERS", "load_contender", "missing_peers", "peers_for"]
 
 # display name -> (our module, the framework's import name, its PyPI distribution)
 PEERS = {
@@ -62,3 +65,15 @@ def peers_for(case: Case) -> dict[str, Measure]:
         if _installed(import_name) and _installed(module_name):
             out[name] = getattr(importlib.import_module(module_name), function)
     return out
+
+
+def load_contender(module_name: str, key: str, contender: str) -> tuple[Case, Measure]:
+    """The case ``key`` of the workload module ``module_name`` and its contender.
+
+    Raises:
+        KeyError: no such case, or no such contender (a peer not installed).
+    """
+    module = importlib.import_module(module_name)
+    case: Case = {c.key: c for c in module.CASES}[key]
+    contenders = {"ours": case.ours, "floor": case.floor, **peers_for(case)}
+    return case, contenders[contender]

@@ -12,10 +12,11 @@ Where the mark cannot be reset, ``ru_maxrss`` stands in (growth above the start)
 from __future__ import annotations
 
 import gc
-import importlib
 import json
 import resource
 import sys
+
+from ._peers import load_contender
 
 
 def _status_kb(key: str) -> int | None:
@@ -40,12 +41,7 @@ def _reset_peak() -> bool:
 
 def main(argv: list[str]) -> int:
     module_name, key, contender, size = argv
-    from ._peers import peers_for
-
-    module = importlib.import_module(module_name)
-    case = {c.key: c for c in module.CASES}[key]
-    contenders = {"ours": case.ours, "floor": case.floor, **peers_for(case)}
-    measure = contenders[contender]
+    case, measure = load_contender(module_name, key, contender)
     warm = case.quick_sizes[0]
     measure(warm, case.prepare(warm))
     inputs = case.prepare(int(size))

@@ -6,8 +6,10 @@ critical path at least the 10 ms sleep, total call time at least N × 10 ms, bat
 time between the critical path and the measured time. The floor streams the same reply
 from an in-memory stream and runs the calls in one nursery, results in a list.
 
-The overhead per call is ``(wall time − 10 ms) / N``. Peak RSS growth is measured in a
-fresh subprocess per contender and size (:mod:`trio_agent._bench._rss`).
+The overhead per call is ``(wall time − 10 ms) / N``. Every repeat runs in a fresh
+interpreter (``fresh=True``: what an application's process sees, see
+:mod:`trio_agent._bench._harness`); peak RSS growth is measured in a fresh subprocess
+per contender and size too (:mod:`trio_agent._bench._rss`).
 """
 
 from __future__ import annotations
@@ -122,5 +124,6 @@ CASES = (
         offset=SLEEP,
         memory=True,
         peer_sizes=(10_000,),
+        fresh=True,
     ),
 )

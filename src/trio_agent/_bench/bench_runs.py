@@ -2,7 +2,8 @@
 
 ``ours`` starts R ``run_agent_loop`` s in one nursery (one ``ScriptedModel`` each, the
 context and config shared, as an application would); the floor starts R bare loops.
-Memory per run is the peak RSS growth of a fresh subprocess divided by R.
+Every repeat runs in a fresh interpreter (``fresh=True``, as W2). Memory per run is the
+peak RSS growth of a fresh subprocess divided by R.
 """
 
 from __future__ import annotations
@@ -90,5 +91,6 @@ CASES = (
         memory=True,
         memory_per_unit=True,
         peer_sizes=(1_000,),
+        fresh=True,
     ),
 )

@@ -6,10 +6,14 @@ their floors. W5 (argument validation) and the transcript benchmark belong to
 ``bench_validation.py`` and ``bench_transcript.py``; the suite calls their ``run(...)``
 when it exists and turns what it returns into rows.
 
+W2 and W3 (sleep-bound, judged in wall time) run every repeat in a fresh interpreter;
+the other workloads run in this process (see :mod:`trio_agent._bench._harness`).
+
 Peers (pydantic-ai, the OpenAI Agents SDK, LangGraph) run in a second phase, after every
 row of our own: importing them grows the heap every later full garbage collection walks,
 so they must not tax the rows measured against the floor. Each peer row measures ours
-again, interleaved with the peers, in that same process.
+again, interleaved with the peers (in fresh processes for W2 and W3, in this one for
+W1).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from trio_agent._bench._harness import Case, Progress, Row, measure_case, tables
+from trio_agent._bench._harness import FRESH, Case, Progress, Row, measure_case, tables
 
 if TYPE_CHECKING:
     import argparse
@@ -70,7 +74,16 @@ class Report:
             f"{self.meta.get('commit') or 'unknown'}, Python {self.meta.get('python', '')}, "
             f"trio {self.meta.get('trio', '')}, {self.meta.get('machine', '')}"
         )
-        lines = [head, f"medians of {self.meta.get('repeats')} interleaved repeats", ""]
+        lines = [head, f"medians of {self.meta.get('repeats')} interleaved repeats"]
+        start, end = self.meta.get("load_average"), self.meta.get("load_average_end")
+        if start and end:
+            lines.append(
+                f"load average (1 min) {start[0]:.2f} at the start, {end[0]:.2f} at the end,"
+                f" on {os.cpu_count()} CPUs"
+            )
+        if any(r.extra.get("method") == FRESH for r in self.rows):
+            lines.append("W2, W3: every repeat in a fresh process (ours and the floor alternating)")
+        lines.append("")
         lines.append(tables(self.rows))
         if self.skipped:
             lines.append("")
@@ -114,7 +127,7 @@ def _commit() -> str | None:
     return f"{head}{'+dirty' if dirty else ''}"
 
 
-def _meta(repeats: int, quick: bool) -> dict[str, Any]:
+def _meta(repeats: int, quick: bool, in_process: bool) -> dict[str, Any]:
     return {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "commit": _commit(),
@@ -123,7 +136,17 @@ def _meta(repeats: int, quick: bool) -> dict[str, Any]:
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
         "repeats": repeats,
         "quick": quick,
+        "in_process": in_process,
+        "load_average": _load_average(),
     }
+
+
+def _load_average() -> list[float] | None:
+    """The machine's load average over 1, 5 and 15 minutes, where the system has one."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
 
 
 def _wanted(only: list[str] | None) -> set[str]:
@@ -146,9 +169,13 @@ def run_suite(
     repeats: int | None = None,
     peers: bool = True,
     memory: bool = True,
+    in_process: bool = False,
     progress: Progress | None = None,
 ) -> Report:
     """Run the workloads and return the report (rows in the order run).
+
+    W2 and W3 run every repeat in a fresh process unless ``in_process`` is set (then
+    like the others: warmed up, heap frozen, all repeats in this process).
 
     Raises:
         ValueError: an unknown workload name in ``only``.
@@ -156,27 +183,40 @@ def run_suite(
     wanted = _wanted(only)
     progress = progress or Progress(enabled=False)
     reps = repeats if repeats is not None else (QUICK_REPEATS if quick else REPEATS)
-    report = Report(meta=_meta(reps, quick))
+    report = Report(meta=_meta(reps, quick, in_process))
     cases = [c for c in _cases() if c.workload in wanted]
     for case in cases:
         for size in case.quick_sizes if quick else case.sizes:
             report.rows.append(
-                measure_case(case, size, repeats=reps, memory=memory, progress=progress)
+                measure_case(
+                    case,
+                    size,
+                    repeats=reps,
+                    memory=memory,
+                    in_process=in_process,
+                    progress=progress,
+                )
             )
     if "W5" in wanted:
         _external(report, "W5", "trio_agent._bench.bench_validation", quick, reps, progress)
     if "transcript" in wanted:
         _external(report, "transcript", "trio_agent._bench.bench_transcript", quick, reps, progress)
     if peers and not quick:
-        _peer_phase(report, cases, reps, memory, progress)
+        _peer_phase(report, cases, reps, memory, in_process, progress)
     elif quick and peers:
         report.skipped.append("peers: not run in --quick mode")
+    report.meta["load_average_end"] = _load_average()
     progress.done()
     return report
 
 
 def _peer_phase(
-    report: Report, cases: list[Case], repeats: int, memory: bool, progress: Progress
+    report: Report,
+    cases: list[Case],
+    repeats: int,
+    memory: bool,
+    in_process: bool,
+    progress: Progress,
 ) -> None:
     from trio_agent._bench._peers import missing_peers, peers_for
 
@@ -195,6 +235,7 @@ def _peer_phase(
                 peers=contenders,
                 peer_repeats=PEER_REPEATS,
                 memory=memory,
+                in_process=in_process,
                 progress=progress,
             )
             row.extra["phase"] = "peers"
@@ -303,11 +344,16 @@ def main(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             peers=not args.no_peers,
             memory=not args.no_memory,
+            in_process=args.in_process,
             progress=progress,
         )
     except ValueError as exc:
         print(f"trio-agent bench: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:
+        # A fresh process's workload failed its own checks, or could not run.
+        print(f"trio-agent bench: {exc}", file=sys.stderr)
+        return 1
     print(report.text())
     if args.json:
         try:

@@ -32,9 +32,10 @@ def _positive(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Defaults: every workload at every size, 7 interleaved repeats (2 with --quick), "
+        "W2 and W3 with every repeat in a fresh process (ours and the floor alternating), "
         "peak RSS measured in subprocesses, the installed peers compared when run from a "
         "source checkout, progress on stderr. Exit codes: 0 the suite ran, 1 the JSON "
-        "could not be written, 2 bad usage (an unknown workload)."
+        "could not be written or a measurement failed, 2 bad usage (an unknown workload)."
     )
     parser.add_argument(
         "--only",
@@ -47,12 +48,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="smoke run: smallest size of each workload, few repeats, no peers",
     )
-    parser.add_argument("--repeats", type=_positive, help="repeats per size (default 7, quick 2)")
+    parser.add_argument(
+        "--repeats",
+        type=_positive,
+        help="repeats per size, medians shown (default 7, quick 2); for W2 and W3 the "
+        "number of fresh processes per contender",
+    )
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     parser.add_argument(
         "--no-peers", action="store_true", help="skip the peers even when they are installed"
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocesses")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="measure W2 and W3 in this process like the other workloads (warmed up, heap "
+        "frozen): lower figures than a fresh process sees, for comparison",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 

@@ -4,7 +4,8 @@ Each task gets a transcript under ``OUT/transcripts/`` and a line in
 ``OUT/results.jsonl``; running the same command again skips finished tasks and resumes
 interrupted ones (``--retry-failed``: failed ones too). ``--demo`` runs 1,000 scripted
 tasks offline (no key, no network). The factory module is imported with the current
-folder first on ``sys.path``, as ``python -m`` does.
+folder first on ``sys.path``, as ``python -m`` does; with ``--ray`` the actors append
+the same folder to theirs, and take a relative ``--out`` from it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "The factory is a function taking a trio_agent.fleet.FleetTask and returning a "
         "trio_agent.fleet.TaskSetup (model, tools, system prompt, config); it is imported "
         "(with the current folder first on the module path, as python -m does) and "
-        "called on the worker that runs the task. If a transcript or results.jsonl "
+        "called on the worker that runs the task; with --ray each actor imports it, "
+        "with the current folder last on its module path (on a remote cluster the "
+        "module must be importable on the workers), and a relative OUT is taken from "
+        "the current folder. If a transcript or results.jsonl "
         "cannot be written (too many open files, a full disk), no new task starts, the "
         "running ones finish, and the command exits 1 with the cause: the task that hit "
         "it is not recorded, and running the command again resumes it. Exit codes: 0 "
@@ -148,6 +152,7 @@ def _usage(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..fleet import FleetError, RayBackend, demo_factory, demo_tasks, load_tasks, run_fleet
+    from ..fleet._ray import import_ray
     from ..fleet._worker import resolve_factory
 
     if args.concurrency < 1 or args.actors < 1:
@@ -182,6 +187,11 @@ def run(args: argparse.Namespace) -> int:
         out = args.out
     backend = None
     if args.ray is not None:
+        try:
+            import_ray()  # so that an ImportError of the fleet is the factory's
+        except ImportError as exc:
+            print(f"trio-agent fleet: {exc}", file=sys.stderr)
+            return 1
         backend = RayBackend(
             address=args.ray,
             actors=args.actors,
@@ -202,9 +212,11 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         summary = trio.run(cancelled_by_ctrl_c, fleet)
-    except (FleetError, OSError, ImportError) as exc:
+    except (FleetError, OSError) as exc:
         print(f"trio-agent fleet: {exc}", file=sys.stderr)
         return 1
+    except ImportError as exc:  # the Ray workers could not import the factory
+        return _usage(f"bad --factory: {exc}")
     except ValueError as exc:
         return _usage(str(exc))
     retried = f", {summary.retried:,} retried" if summary.retried else ""

@@ -10,9 +10,10 @@ transcripts (see ``_worker``). The local backend runs the tasks in the driver's 
 loop; :class:`RayBackend` on a Ray cluster.
 
 When the fleet's own storage fails (a transcript cannot be opened or written: too many
-open files, a full disk), the local backend starts no new task, lets the running ones
-finish and be recorded, and raises :class:`StorageError`: the task that hit the error is
-not recorded, so the next run resumes it.
+open files, a full disk), the backend starts no new task (on Ray: hands out no new
+chunk), lets the running ones finish and be recorded, and raises :class:`StorageError`
+(made by :func:`storage_stop`, the same for every backend): the task that hit the error
+is not recorded, so the next run resumes it.
 """
 
 from __future__ import annotations
@@ -121,11 +122,12 @@ class LocalBackend:
                     break
                 nursery.start_soon(one, task, token)
         if stopped:
-            raise _storage_stop(stopped)
+            raise storage_stop(stopped)
 
 
-def _storage_stop(errors: list[StorageError]) -> StorageError:
-    """The error a fleet stopped on: the first, with how many more and what to do."""
+def storage_stop(errors: list[StorageError]) -> StorageError:
+    """The error a fleet stopped on: the first, with how many more and what to do (from
+    the first one's ``__cause__``: its errno). Every backend raises this one."""
     first = errors[0]
     cause = first.__cause__
     code = cause.errno if isinstance(cause, OSError) else None

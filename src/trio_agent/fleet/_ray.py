@@ -26,6 +26,21 @@ are never charged. The price of the precision is throughput after a death: each 
 keeps a whole actor for the time of one run. Every actor is killed when the fleet ends,
 also on error or cancellation: actors hold their CPUs until then.
 
+When the fleet's own storage fails on a worker (a transcript cannot be opened or
+written), the actor lets the other tasks of that chunk end and raises a
+:class:`StorageError` that carries their results; the driver records them, hands out no
+new chunk, lets the chunks in flight end and records them, then raises the one-line
+``StorageError`` the local backend raises. The task that hit the error, and every task
+not handed out, is left for the next run.
+
+Actors import a ``"module:function"`` factory themselves: the driver's current folder
+is appended to their ``sys.path`` (a module there is found by a cluster on this machine).
+A factory that does not resolve there (the constructor keeps the error, ``ready()``
+raises it, so it reaches the driver whole) is raised by the driver as the local backend
+raises it — the same ``ImportError`` or ``ValueError``, one line, its message prefixed
+``on a Ray worker:``. ``out`` is made absolute from the driver's current folder: workers
+have a current folder of their own.
+
 Ray is imported only here, inside the methods: ``import trio_agent.fleet`` never needs it
 (``pip install 'trio-agent[ray]'`` for this backend).
 """
@@ -33,6 +48,9 @@ Ray is imported only here, inside the methods: ``import trio_agent.fleet`` never
 from __future__ import annotations
 
 import math
+import os
+import pickle
+import sys
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -44,6 +62,7 @@ import trio
 from trio_agent import Usage
 
 from .._core._util import seconds
+from ._fleet import storage_stop
 from ._task import FAILED, FleetError, FleetTask, StorageError, TaskResult, transcript_relpath
 from ._worker import Job, resolve_factory, run_task
 
@@ -55,16 +74,81 @@ if TYPE_CHECKING:
 __all__ = ["FleetWorker", "RayBackend"]
 
 
+class _ChunkStopped(StorageError):
+    """What :meth:`FleetWorker.run_chunk` raises when transcripts of its chunk could not
+    be read or written, once every other task of the chunk has ended.
+
+    The message is the first such error's. Attributes: ``errors``, every
+    :class:`StorageError` of the chunk (each with its ``__cause__``, the original
+    ``OSError``); ``results``, the results of the chunk's tasks that did end. It crosses
+    processes whole: its pickle keeps the causes (a plain exception's drops them), so the
+    driver can say what to do (``ulimit -n``, free disk space...).
+    """
+
+    def __init__(self, errors: list[StorageError], results: list[TaskResult]) -> None:
+        super().__init__(str(errors[0]))
+        self.errors = errors
+        self.results = results
+        self.__cause__ = errors[0].__cause__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        errors = [(str(e), _portable(e.__cause__)) for e in self.errors]
+        return (_rebuild_chunk_stopped, (errors, self.results))
+
+
+def _portable(exc: BaseException | None) -> BaseException | None:
+    """``exc`` if it pickles, else an ``OSError`` with its errno and text (or None)."""
+    if exc is None:
+        return None
+    try:
+        pickle.dumps(exc)
+    except Exception:
+        return OSError(exc.errno, exc.strerror) if isinstance(exc, OSError) else None
+    return exc
+
+
+def _rebuild_chunk_stopped(
+    errors: list[tuple[str, BaseException | None]], results: list[TaskResult]
+) -> _ChunkStopped:
+    rebuilt = []
+    for message, cause in errors:
+        error = StorageError(message)
+        error.__cause__ = cause
+        rebuilt.append(error)
+    return _ChunkStopped(rebuilt, results)
+
+
 class FleetWorker:
     """The body of a fleet's Ray actor: a trio loop in a thread, running chunks of tasks.
 
     Plain Python (``RayBackend`` wraps it with ``ray.remote``); usable without Ray.
+
+    The constructor resolves the factory and creates ``out/transcripts``, but raises
+    nothing: an error there (the factory's ``ImportError`` or ``ValueError``, an
+    ``OSError``) is raised by :meth:`ready` and :meth:`run_chunk` instead — a Ray actor
+    whose constructor raises dies with nothing but the text of the error, while a
+    method's error reaches the driver whole, to be raised there as it is.
+
+    Args:
+        job: what every task of the fleet shares.
+        runs: runs at once in this worker.
+        import_path: a folder appended to ``sys.path`` (if not already on it) before the
+            factory is imported: the driver's current folder, so that
+            ``"module:function"`` finds a module there when the worker runs on the same
+            machine (last on the path, it never hides a module the worker has).
     """
 
-    def __init__(self, job: Job, runs: int) -> None:
+    def __init__(self, job: Job, runs: int, import_path: str | None = None) -> None:
+        if import_path is not None and import_path not in sys.path:
+            sys.path.append(import_path)
         self._job = job
-        self._factory = resolve_factory(job.factory)
-        (job.out / "transcripts").mkdir(parents=True, exist_ok=True)
+        self._error: Exception | None = None
+        self._factory: Any = None
+        try:
+            self._factory = resolve_factory(job.factory)
+            (job.out / "transcripts").mkdir(parents=True, exist_ok=True)
+        except (ImportError, ValueError, OSError) as exc:
+            self._error = exc
         self._limiter_size = runs
         started = threading.Event()
         self._token: trio.lowlevel.TrioToken | None = None
@@ -83,7 +167,15 @@ class FleetWorker:
         await self._stop.wait()
 
     def ready(self) -> bool:
-        """True once the loop runs (the factory was resolved in the constructor)."""
+        """True once the loop runs and the factory is resolved.
+
+        Raises:
+            ImportError: the factory's module cannot be imported here.
+            ValueError: the factory string names nothing callable.
+            OSError: ``out/transcripts`` cannot be created here.
+        """
+        if self._error is not None:
+            raise self._error
         return self._token is not None
 
     def run_chunk(self, tasks: list[FleetTask]) -> list[TaskResult]:
@@ -92,9 +184,12 @@ class FleetWorker:
 
         Raises:
             StorageError: a task's transcript could not be read or written; raised once
-                every other task of the chunk has ended (their results are not returned:
-                their transcripts hold them, for the next run of the fleet).
+                every other task of the chunk has ended. Its ``results`` are theirs (to
+                record), its ``errors`` every such error of the chunk, each with its
+                ``__cause__`` (kept when it is pickled, unlike a plain exception's).
+            ImportError, ValueError, OSError: as :meth:`ready`.
         """
+        self.ready()
         return trio.from_thread.run(self._chunk, tasks, trio_token=self._token)
 
     async def _chunk(self, tasks: list[FleetTask]) -> list[TaskResult]:
@@ -111,11 +206,10 @@ class FleetWorker:
         async with trio.open_nursery() as nursery:
             for i, task in enumerate(tasks):
                 nursery.start_soon(one, i, task)
+        done = [r for r in results if r is not None]
         if storage:
-            # The fleet stops; the chunk's finished runs are rebuilt from their
-            # transcripts by the next run of the fleet, without running again.
-            raise storage[0]
-        return [r for r in results if r is not None]
+            raise _ChunkStopped(storage, done)  # the driver records ``done``, then stops
+        return done
 
     def stop(self) -> None:
         """End the trio loop (cancelling nothing: call it when no chunk runs)."""
@@ -176,16 +270,23 @@ class _Queue:
         self.in_flight = 0
         self._changed = trio.Event()
         self.exhausted = False
+        self.stopped = False
+        """Nothing more is handed out (the fleet's storage failed)."""
 
     def notify(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
 
+    def stop(self) -> None:
+        """Hand out nothing more: every ``next_chunk`` returns None from now on."""
+        self.stopped = True
+        self.notify()
+
     async def next_chunk(self, actor: _Actor) -> tuple[list[FleetTask], bool] | None:
         """The next chunk for ``actor`` and whether it is a suspect's solo call (then
         ``actor.solo`` is set); None once everything is handed out and back, or the
-        actor is dead."""
-        while not actor.dead:
+        actor is dead, or the queue stopped."""
+        while not actor.dead and not self.stopped:
             if actor.solo:  # its suspect's call first
                 await self._changed.wait()
                 continue
@@ -217,6 +318,19 @@ class _Queue:
     @property
     def left(self) -> int:
         return len(self.suspects) + (0 if self.exhausted else 1)
+
+
+def import_ray() -> Any:
+    """The ``ray`` module.
+
+    Raises:
+        ImportError: Ray is not installed (the message says how to install it).
+    """
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError("RayBackend needs Ray: pip install 'trio-agent[ray]'") from exc
+    return ray
 
 
 async def _connect(ray: Any, address: str | None, options: Mapping[str, Any]) -> None:
@@ -282,8 +396,14 @@ class RayBackend:
             in start order, replacements included), so that ``ray.get_actor`` finds them.
 
     The factory must be picklable (a module-level function, or ``"module:function"``
-    importable on the workers), and ``out`` reachable from every node (shared storage)
-    for a task to resume where a dead actor left it.
+    importable on the workers). The driver's current folder is appended to each actor's
+    ``sys.path``, so a factory module there works on a cluster on this machine; on a
+    remote cluster the folder is that path on the worker's machine, if it exists, so the
+    module must be importable there (installed, on the workers' ``PYTHONPATH``, or
+    shipped with Ray's ``runtime_env``, e.g. ``init_options={"runtime_env":
+    {"py_modules": [...]}}``). A relative ``out`` is taken from the driver's current
+    folder; it must be reachable at that path from every node (shared storage) for a
+    task to resume where a dead actor left it.
     """
 
     address: str | None = "auto"
@@ -305,13 +425,14 @@ class RayBackend:
         Raises:
             FleetError: no connection to the cluster within ``connect_timeout``, an actor
                 could not start, or every actor died with tasks left.
-            ImportError: Ray is not installed.
+            StorageError: a transcript could not be read or written on a worker (raised
+                once the chunks in flight have ended and been recorded).
+            ImportError: Ray is not installed, or the factory's module cannot be
+                imported on a worker (the message starts ``on a Ray worker:``).
+            ValueError: the factory string names nothing callable on a worker.
         """
-        try:
-            import ray
-            from ray.exceptions import RayActorError
-        except ImportError as exc:
-            raise ImportError("RayBackend needs Ray: pip install 'trio-agent[ray]'") from exc
+        ray = import_ray()
+        from ray.exceptions import RayActorError, RayTaskError
 
         own_connection = False
         if not ray.is_initialized():
@@ -334,7 +455,11 @@ class RayBackend:
             "num_cpus": self.num_cpus,
             "max_concurrency": in_flight_chunks + 2,
         }
+        # Workers have a current folder of their own: a relative ``out`` is the driver's.
+        job = attrs.evolve(job, out=job.out.absolute())
+        here = os.getcwd()
         queue = _Queue(tasks, chunk)
+        storage: list[StorageError] = []
         attempts: dict[str, int] = {}
         spawned: list[Any] = []
         restarts = [self.max_restarts]
@@ -351,12 +476,21 @@ class RayBackend:
             options = dict(base)
             if self.name_prefix is not None:
                 options["name"] = f"{self.name_prefix}{len(spawned)}"
-            actor = remote_cls.options(**options).remote(job, self.runs_per_actor)
+            actor = remote_cls.options(**options).remote(job, self.runs_per_actor, here)
             spawned.append(actor)
             try:
                 await get(actor.ready.remote())
             except RayActorError as exc:
                 raise FleetError(f"a Ray actor of the fleet could not start: {exc}") from exc
+            except RayTaskError as exc:  # FleetWorker.ready raised the constructor's error
+                cause = exc.cause
+                if isinstance(cause, ImportError):  # the factory's errors, as locally
+                    raise ImportError(f"on a Ray worker: {cause}") from None
+                if isinstance(cause, ValueError):
+                    raise ValueError(f"on a Ray worker: {cause}") from None
+                raise FleetError(
+                    f"a Ray actor of the fleet could not start: {type(cause).__name__}: {cause}"
+                ) from None
             return actor
 
         async def died(actor: _Actor, batch: list[FleetTask]) -> None:
@@ -389,7 +523,7 @@ class RayBackend:
                 batch, solo = work
                 if solo:
                     await actor.wait_alone()
-                    if actor.dead:  # it died while the suspect waited: it never ran
+                    if actor.dead or queue.stopped:  # the suspect never ran
                         queue.finished(batch)
                         return
                 actor.enter(len(batch))
@@ -400,6 +534,20 @@ class RayBackend:
                     actor.seen_dead()
                     await died(actor, batch)
                     return
+                except RayTaskError as exc:
+                    if not isinstance(exc.cause, StorageError):
+                        queue.finished()
+                        raise
+                    # The fleet's storage failed: hand out nothing more, record what
+                    # the chunk finished, let the other chunks in flight end.
+                    stopped = exc.cause
+                    if isinstance(stopped, _ChunkStopped):
+                        storage.extend(stopped.errors)
+                        results = stopped.results
+                    else:
+                        storage.append(stopped)
+                        results = []
+                    queue.stop()
                 except BaseException:
                     queue.finished()
                     raise
@@ -422,7 +570,7 @@ class RayBackend:
                     await stop(actor.handle)
                     return
                 ray.kill(actor.handle)
-                if restarts[0] == 0 or (queue.left == 0 and queue.in_flight == 0):
+                if restarts[0] == 0 or queue.stopped or not (queue.left or queue.in_flight):
                     return
                 restarts[0] -= 1
 
@@ -436,6 +584,8 @@ class RayBackend:
             async with trio.open_nursery() as nursery:
                 for _ in range(self.actors):
                     nursery.start_soon(slot)
+            if storage:
+                raise storage_stop(storage)
             if queue.left or queue.in_flight:
                 raise FleetError(
                     "every Ray actor of the fleet died and no restart is left; "

@@ -1,0 +1,1 @@
+"""Tests of ``trio_agent._agent``: the ``Agent``, its state and its queues."""

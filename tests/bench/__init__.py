@@ -1,0 +1,1 @@
+"""Tests of ``trio_agent._bench``: every benchmark workload runs."""

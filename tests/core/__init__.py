@@ -1,0 +1,1 @@
+"""Tests of ``trio_agent._core``: messages, arguments, call ids, pairing, serde, ``@tool``."""

@@ -1,0 +1,1 @@
+"""Programs the tests start as child processes (run by path, or with ``python -m``)."""

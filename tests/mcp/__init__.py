@@ -1,0 +1,1 @@
+"""Tests of ``trio_agent.mcp`` against real MCP server processes."""

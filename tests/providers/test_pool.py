@@ -1,0 +1,112 @@
+"""Cancelling requests at random points never leaks a connection-pool slot."""
+
+from __future__ import annotations
+
+import gc
+import math
+import random
+from typing import TYPE_CHECKING
+
+import attrs
+import pytest
+import trio
+
+from tests.kit.http_server import STREAMS, Received, Responder, error
+from tests.kit.providers import FAST, collect, make_model, request
+from trio_agent import Done
+
+if TYPE_CHECKING:
+    from tests.kit.http_server import Server
+
+SLOTS = 4
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_random_cancellations_leave_the_pool_whole(server: Server, kind: str) -> None:
+    body = (
+        STREAMS / ("openai_text.sse" if kind == "openai" else "anthropic_text.sse")
+    ).read_bytes()
+    overloaded = error(503, {"error": {"message": "busy"}})
+
+    async def varied(req: Received, r: Responder) -> None:
+        mode = req.json()["messages"][-1]["content"]
+        if isinstance(mode, list):
+            mode = mode[0]["text"]
+        if mode == "slow":
+            await r.head()
+            await r.body(body, split=40, delay=0.002)
+            await r.end()
+        elif mode == "late":
+            await trio.sleep(0.01)
+            await r.head()
+            await r.body(body)
+            await r.end()
+        elif mode == "stall":
+            await r.head()
+            await r.body(body[:100])
+            await r.wait_disconnect()
+        elif mode == "busy":
+            await overloaded(req, r)
+        else:
+            await r.head()
+            await r.body(body)
+            await r.end()
+
+    server.default = varied
+    rng = random.Random(20260801)
+    http = attrs.evolve(FAST, max_connections=SLOTS, max_keepalive_connections=SLOTS)
+    modes = ["slow", "late", "stall", "busy", "fast"]
+    cancelled = completed = 0
+    async with make_model(kind, server.url, http=http) as model:
+
+        async def one(mode: str, after: float) -> None:
+            nonlocal cancelled, completed
+            with trio.move_on_after(after) as scope:
+                events = await collect(model, request(mode))
+                completed += isinstance(events[-1], Done)
+            cancelled += scope.cancelled_caught
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                for _ in range(300):
+                    mode = rng.choice(modes)
+                    # One in five is left to finish (a stalled one would hold its slot
+                    # until the idle timeout).
+                    if mode != "stall" and rng.random() < 0.2:
+                        nursery.start_soon(one, mode, math.inf)
+                    else:
+                        nursery.start_soon(one, mode, rng.uniform(0.0, 0.05))
+                    await trio.sleep(rng.uniform(0.0, 0.002) if rng.random() < 0.3 else 0)
+
+        assert cancelled > 100
+        assert completed > 10
+        gc.collect()
+
+        # Every slot is free: SLOTS requests can hold a connection at the same time.
+        arrived = 0
+        everyone = trio.Event()
+
+        async def barrier(req: Received, r: Responder) -> None:
+            nonlocal arrived
+            arrived += 1
+            if arrived == SLOTS:
+                everyone.set()
+            await everyone.wait()
+            await r.head()
+            await r.body(body)
+            await r.end()
+
+        server.default = barrier
+        results: list[bool] = []
+
+        async def held() -> None:
+            events = await collect(model)
+            results.append(isinstance(events[-1], Done))
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                for _ in range(SLOTS):
+                    nursery.start_soon(held)
+        assert results == [True] * SLOTS
+        gc.collect()
+        await trio.sleep(0.01)

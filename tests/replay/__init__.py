@@ -1,0 +1,1 @@
+"""Tests of ``trio_agent.replay``: cassettes, recording and replaying."""

@@ -1,0 +1,1 @@
+"""Tests of ``trio_agent.telemetry``: spans, log lines and usage totals."""

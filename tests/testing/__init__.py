@@ -1,0 +1,1 @@
+"""Tests of ``trio_agent.testing``: scripted runs, the invariant checker, the strategies."""
