@@ -184,7 +184,7 @@ class EventDelivery:
 
     Attributes:
         listening: whether events are built and delivered at all: some target is still
-            there (and :meth:`listen` did not turn it off).
+            there.
         owed: the events still owed, oldest first, each with the targets it is owed to.
         finalize: called once, just before ``AgentEnd`` goes out (a holding delivery).
         closing_scope: the scope of the closing delivery, while it runs (an abort
@@ -194,7 +194,6 @@ class EventDelivery:
     __slots__ = (
         "_hold",
         "_targets",
-        "_wanted",
         "closing_scope",
         "consumer_gone",
         "finalize",
@@ -216,7 +215,6 @@ class EventDelivery:
         # Replaced, never changed in place: a delivery under way keeps its own.
         self._targets: tuple[Target, ...] = tuple(targets)
         self._hold = hold
-        self._wanted = True
         self.listening = bool(targets)
         self.consumer_gone = consumer_gone
         self.owed: list[_Owed] = []
@@ -224,11 +222,6 @@ class EventDelivery:
         self.closing_scope: trio.CancelScope | None = None
 
     # --- targets ----------------------------------------------------------------------
-
-    def listen(self, listening: bool) -> None:
-        """Build and deliver events from now on, or stop."""
-        self._wanted = listening
-        self.listening = listening and bool(self._targets)
 
     def subscribe(
         self, buffer: int, drop_updates: bool, check_open: Callable[[], None]
@@ -240,7 +233,7 @@ class EventDelivery:
     def add(self, target: Target) -> None:
         """Deliver every later event to ``target`` too."""
         self._targets = (*self._targets, target)
-        self.listening = self._wanted
+        self.listening = True
 
     def remove(self, target: Target) -> None:
         """Deliver nothing more to ``target``; a channel is closed (a delivery waiting
@@ -253,7 +246,7 @@ class EventDelivery:
         if target not in self._targets:
             return
         self._targets = tuple(t for t in self._targets if t is not target)
-        self.listening = self._wanted and bool(self._targets)
+        self.listening = bool(self._targets)
         if type(target) is Channel:
             target.send.close()
             if self.consumer_gone is not None:

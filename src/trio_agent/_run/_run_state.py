@@ -300,14 +300,10 @@ class RunState:
         batch.stop_text = "Tool call skipped: interrupted by user."
         self._cancel()
 
-    def listen(self, listening: bool) -> None:
-        """Build and deliver events from now on, or stop (the Agent listens while it has
-        subscribers: a run that nobody watches builds no event at all)."""
-        self.sink.listen(listening)
-
     @property
     def has_sink(self) -> bool:
-        """Whether events are built and delivered at all (see :meth:`listen`)."""
+        """Whether events are built and delivered at all: someone listens (an Agent's run
+        that nobody subscribes to builds no event at all)."""
         return self.sink.listening
 
     @property
