@@ -272,9 +272,9 @@ class EventDelivery:
             to: hand ``events`` to these targets only, and now (what is owed being
                 delivered); by default to every target, after what is owed.
         """
+        if not self.listening:
+            return  # no target is left: any that ``to`` names is gone too
         if to is None:
-            if not self.listening:
-                return
             if self.owed or (self._hold and events and type(events[-1]) in _HELD):
                 await self._pay(events)
                 return
