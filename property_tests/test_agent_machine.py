@@ -15,12 +15,12 @@ runs in a thread for the whole machine, and each rule runs there through
 agent parked on a gate) before the invariants are read.
 
 The model of the agent (:class:`Expected`) holds the two queues, the transcript as it
-should be, the phase and the calls in flight. It encodes SPEC §4–§5 with the default
-``one_at_a_time`` modes: a steering poll after every turn, a follow-up poll when the
-model stops, ``prompt`` delivering one queued steering message ahead of its own, an
-abort keeping finished results and pairing the rest, ``steer(interrupt=True)`` cutting
-the batch or the reply and going on with that message, ``max_steps`` putting a polled
-message back at the front of its queue.
+should be, the phase and the calls in flight. It encodes the rules of the loop and the
+``Agent`` with the default ``one_at_a_time`` modes: a steering poll after every turn, a
+follow-up poll when the model stops, ``prompt`` delivering one queued steering message
+ahead of its own, an abort keeping finished results and pairing the rest,
+``steer(interrupt=True)`` cutting the batch or the reply and going on with that message,
+``max_steps`` putting a polled message back at the front of its queue.
 """
 
 from __future__ import annotations
@@ -583,8 +583,9 @@ class AgentMachine(RuleBasedStateMachine):
 
     @invariant()
     def each_run_keeps_the_loop_invariants(self) -> None:
-        # The loop's own invariants (SPEC §9: 1-6, 8), on each run the agent made, from
-        # the events a subscriber received.
+        # The loop's own invariants (1-6 and 8 of docs/guarantees.md, "Every run keeps
+        # eight invariants"), on each run the agent made, from the events a subscriber
+        # received.
         for result, first_event, first_request, before in self.finished[self.checked :]:
             events = self.events[first_event:]
             ends = [i for i, ev in enumerate(events) if isinstance(ev, AgentEnd)]

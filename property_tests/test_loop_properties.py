@@ -1,4 +1,5 @@
-"""SPEC §9: the loop's invariants, on generated scripts driving real runs.
+"""The loop's invariants (docs/guarantees.md, "Every run keeps eight invariants"), on
+generated scripts driving real runs.
 
 Each example is one real run of ``run_agent_loop``/``open_agent_loop`` against a
 ``ScriptedModel`` and the scripted tools, under pytest-trio's autojump clock (latencies,

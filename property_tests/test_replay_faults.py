@@ -20,6 +20,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.kit.loop import results_of
 from trio_agent import (
     AgentEvent,
     AgentRun,
@@ -54,9 +55,7 @@ def recorded_tools(cassette: Cassette) -> tuple[Tool, ...]:
     """Tools named as in the cassette, each answering a call with its recorded result."""
     results: dict[str, ToolResultMessage] = {}
     for record in cassette.records:
-        for m in record.request.messages:
-            if isinstance(m, ToolResultMessage):
-                results[m.tool_call_id] = m
+        results.update(results_of(record.request.messages))
 
     async def execute(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
         await trio.sleep(0.01)

@@ -1,20 +1,21 @@
-"""The Agent: state, busy errors, continue_, subscribers, failures (SPEC §5).
+"""The Agent: state, busy errors, continue_, subscribers, failures (what subscribers are
+promised: docs/guarantees.md, "Exactly once").
 
 The queue guarantees (exactly once, FIFO, put back, interrupts, threads) are in
-test_agent_queues.py, which reuses the small builders defined here.
+test_queues.py; the probe tool and the builders both use are in tests/kit/agent.py.
 """
 
 from __future__ import annotations
 
-import functools
-from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import pytest
 import trio
 import trio.testing
 
+from tests.kit.agent import Probe, collect, guarded, probe_use, texts, user_texts_of
+from tests.kit.loop import reply
 from trio_agent import (
     AgentBusyError,
     AgentEnd,
@@ -32,9 +33,6 @@ from trio_agent import (
     MessageUpdate,
     NextTurn,
     Text,
-    Tool,
-    ToolCall,
-    ToolContext,
     ToolResultMessage,
     TurnContext,
     TurnEnd,
@@ -44,72 +42,6 @@ from trio_agent import (
     open_agent,
 )
 from trio_agent.testing import ScriptedModel
-
-if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
-
-# --- builders shared with test_agent_queues.py --------------------------------------------
-
-
-def guarded(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """Fail a test that deadlocks instead of hanging: under the autojump clock a
-    deadlock jumps straight to this deadline."""
-
-    @functools.wraps(test)
-    async def run(*args: Any, **kwargs: Any) -> None:
-        with trio.fail_after(600):
-            await test(*args, **kwargs)
-
-    return run
-
-
-def reply(text: str = "done") -> AssistantMessage:
-    return AssistantMessage(content=(Text(text=text),), stop_reason="stop")
-
-
-def tool_use(*ids: str, wait: bool = False, text: str | None = None) -> AssistantMessage:
-    """A reply calling the probe tool once per id (each call waits for its gate if asked)."""
-    calls = tuple(ToolCall(id=i, name="probe", arguments={"wait": wait}) for i in ids)
-    content: tuple[Any, ...] = ((Text(text=text),) if text else ()) + calls
-    return AssistantMessage(content=content, stop_reason="tool_use")
-
-
-class Probe:
-    """A tool: ``started[id]`` is set when a call starts; a call with ``wait`` waits for
-    ``gates[id]``; ``finished`` lists the calls that returned."""
-
-    def __init__(self) -> None:
-        self.started: defaultdict[str, trio.Event] = defaultdict(trio.Event)
-        self.gates: defaultdict[str, trio.Event] = defaultdict(trio.Event)
-        self.finished: list[str] = []
-        self.tool = Tool(
-            name="probe",
-            description="a probe",
-            parameters={"type": "object", "properties": {"wait": {"type": "boolean"}}},
-            execute=self._execute,
-        )
-
-    async def _execute(self, call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        self.started[call.id].set()
-        if args.get("wait"):
-            await self.gates[call.id].wait()
-        self.finished.append(call.id)
-        return f"ok {call.id}"
-
-
-def texts(messages: tuple[Message, ...] | list[Message]) -> list[str]:
-    """The text of each user message, in order."""
-    return [m.content[0].text for m in messages if type(m) is UserMessage]  # type: ignore[union-attr]
-
-
-def user_texts_of(model: ScriptedModel, step: int) -> list[str]:
-    return texts(model.requests[step].messages)
-
-
-async def collect(events: trio.MemoryReceiveChannel[AgentEvent], into: list[AgentEvent]) -> None:
-    async for event in events:
-        into.append(event)
-
 
 # --- default state, prompt, state while running ------------------------------------------
 
@@ -135,7 +67,7 @@ async def test_prompt_runs_and_the_state_keeps_the_transcript(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1"), reply("hello")])
+    model = ScriptedModel([probe_use("c1"), reply("hello")])
     async with open_agent(model, tools=[probe.tool], system_prompt="be brief") as agent:
         result = await agent.prompt("hi")
         assert result.reason == "stop"
@@ -185,7 +117,7 @@ async def test_state_while_streaming_and_running_tools(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True, text="let me look"), reply()], chunk_size=3)
+    model = ScriptedModel([probe_use("c1", wait=True, text="let me look"), reply()], chunk_size=3)
     # Events of request 0: Start, TextStart, TextDelta("let"), TextDelta(" me"), ...
     pause = model.pause_at(0, 4)
     async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
@@ -222,7 +154,7 @@ async def test_the_state_ends_with_the_runs_transcript_when_the_context_is_swapp
         return NextTurn(context=Context(messages=(summary, *ctx.context.messages[-2:])))
 
     probe = Probe()
-    model = ScriptedModel([tool_use("c1"), reply()])
+    model = ScriptedModel([probe_use("c1"), reply()])
     history = (UserMessage.text("old"), reply("old answer"))
     config = LoopConfig(prepare_next_turn=compact)
     async with open_agent(model, tools=[probe.tool], config=config, messages=history) as agent:
@@ -242,7 +174,7 @@ async def test_prompt_continue_reset_while_running_raise_busy(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True), reply()])
+    model = ScriptedModel([probe_use("c1", wait=True), reply()])
     async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
         nursery.start_soon(agent.prompt, "first")
         await probe.started["c1"].wait()
@@ -273,7 +205,7 @@ async def test_abort_during_a_tool_keeps_the_transcript_paired(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", "c2", wait=True)])
+    model = ScriptedModel([probe_use("c1", "c2", wait=True)])
     async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
 
         async def prompt() -> None:
@@ -430,7 +362,7 @@ async def test_a_failing_hook_raises_and_keeps_the_paired_transcript(
         return messages
 
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", "c2"), reply()])
+    model = ScriptedModel([probe_use("c1", "c2"), reply()])
     config = LoopConfig(transform_context=transform)
     async with open_agent(model, tools=[probe.tool], config=config) as agent:
         with pytest.raises(AgentRunError) as info:
@@ -482,7 +414,7 @@ async def test_config_with_queue_hooks_is_refused(autojump_clock: trio.testing.M
 async def test_subscribe_gets_every_event_and_nothing_before(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    model = ScriptedModel([tool_use("c1"), reply("the end")], chunk_size=2)
+    model = ScriptedModel([probe_use("c1"), reply("the end")], chunk_size=2)
     probe = Probe()
     seen: list[AgentEvent] = []
     async with open_agent(model, tools=[probe.tool]) as agent:
@@ -588,7 +520,7 @@ async def test_a_subscriber_that_leaves_does_not_break_the_run(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1"), reply()])
+    model = ScriptedModel([probe_use("c1"), reply()])
     kept: list[AgentEvent] = []
     async with open_agent(model, tools=[probe.tool]) as agent:
         async with agent.subscribe() as steady, trio.open_nursery() as nursery:
@@ -635,7 +567,7 @@ async def test_cancelling_prompt_aborts_the_run_and_tells_subscribers(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True)])
+    model = ScriptedModel([probe_use("c1", wait=True)])
     seen: list[AgentEvent] = []
     async with open_agent(model, tools=[probe.tool]) as agent:
         async with agent.subscribe() as events, trio.open_nursery() as nursery:
@@ -665,7 +597,7 @@ async def test_leaving_open_agent_aborts_the_run_and_ends_subscriptions(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True)])
+    model = ScriptedModel([probe_use("c1", wait=True)])
     seen: list[AgentEvent] = []
     results: list[Any] = []
     async with trio.open_nursery() as nursery:
@@ -699,7 +631,7 @@ async def test_leaving_open_agent_does_not_wait_forever_for_a_stuck_subscriber(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True)])
+    model = ScriptedModel([probe_use("c1", wait=True)])
     async with trio.open_nursery() as nursery:
         async with open_agent(model, tools=[probe.tool]) as agent:
             stuck = agent.subscribe()
@@ -722,7 +654,7 @@ async def test_cancelling_prompt_while_a_subscriber_is_slow_loses_no_event(
 ) -> None:
     """The event a cancelled hand-over did not deliver is handed over first in the
     clean-up: the subscriber's MessageEnds are exactly the messages the run added."""
-    model = ScriptedModel([tool_use("c1"), reply()])
+    model = ScriptedModel([probe_use("c1"), reply()])
     probe = Probe()
     received: list[AgentEvent] = []
     async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
@@ -760,7 +692,7 @@ async def test_a_subscriber_that_closes_its_channel_is_dropped_and_the_others_ge
     once when the channel would take it without waiting, or while the run waits), it is
     unsubscribed, the run goes on, and every other subscriber gets every event."""
     probe = Probe()
-    model = ScriptedModel([tool_use("a"), tool_use("b"), reply()])
+    model = ScriptedModel([probe_use("a"), probe_use("b"), reply()])
     kept: list[AgentEvent] = []
     quitter: list[AgentEvent] = []
     async with open_agent(model, tools=(probe.tool,)) as agent:

@@ -1,5 +1,5 @@
-"""The Agent's queues (SPEC §5): exactly once, FIFO, put back when a run ends early, late
-arrivals, interrupting steers, and the thread-safe variants.
+"""The Agent's queues (docs/guarantees.md, "Exactly once"): exactly once, FIFO, put back
+when a run ends early, late arrivals, interrupting steers, and the thread-safe variants.
 
 Each race is placed deterministically: tools wait on a ``trio.Event``, hooks wait on a
 gate, ScriptedModel pauses at a given event, and ``wait_all_tasks_blocked`` says when
@@ -16,7 +16,8 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.agent.test_agent import Probe, collect, guarded, reply, texts, tool_use, user_texts_of
+from tests.kit.agent import Probe, collect, guarded, probe_use, texts, user_texts_of
+from tests.kit.loop import reply, results_of
 from trio_agent import (
     AgentEnd,
     AgentEvent,
@@ -26,7 +27,6 @@ from trio_agent import (
     MessageEnd,
     Tool,
     ToolExecutionEnd,
-    ToolResultMessage,
     TurnEnd,
     UserMessage,
     check_transcript,
@@ -36,10 +36,6 @@ from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:
     from trio_agent import Agent
-
-
-def results_of(agent: Agent) -> dict[str, ToolResultMessage]:
-    return {m.tool_call_id: m for m in agent.state.messages if type(m) is ToolResultMessage}
 
 
 async def prompt_into(agent: Agent, text: str, out: list[AgentRunResult]) -> None:
@@ -54,7 +50,7 @@ async def test_one_at_a_time_delivers_each_message_once_in_order(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True), reply(), reply(), reply(), reply()])
+    model = ScriptedModel([probe_use("c1", wait=True), reply(), reply(), reply(), reply()])
     async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
         nursery.start_soon(agent.prompt, "go")
         await probe.started["c1"].wait()
@@ -74,7 +70,7 @@ async def test_one_at_a_time_delivers_each_message_once_in_order(
 
 async def test_all_mode_delivers_the_whole_queue_in_one_poll() -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True), reply(), reply()])
+    model = ScriptedModel([probe_use("c1", wait=True), reply(), reply()])
     async with (
         open_agent(model, tools=[probe.tool], steering_mode="all", follow_up_mode="all") as agent,
         trio.open_nursery() as nursery,
@@ -97,7 +93,7 @@ async def test_the_queue_mode_can_change_between_polls(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True), reply(), reply()])
+    model = ScriptedModel([probe_use("c1", wait=True), reply(), reply()])
     async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
         nursery.start_soon(agent.prompt, "go")
         await probe.started["c1"].wait()
@@ -128,7 +124,7 @@ async def test_taken_but_undelivered_messages_go_back_to_the_front(
     config = LoopConfig(
         prepare_next_turn=prepare_next_turn, max_steps=1 if how == "max_steps" else 32
     )
-    model = ScriptedModel([tool_use("c1", wait=True)])
+    model = ScriptedModel([probe_use("c1", wait=True)])
     results: list[AgentRunResult] = []
     async with open_agent(model, tools=[probe.tool], config=config) as agent:
         async with trio.open_nursery() as nursery:
@@ -268,7 +264,7 @@ async def test_continue_answers_late_messages_at_once(
 @guarded
 async def test_interrupting_steer_during_a_batch(autojump_clock: trio.testing.MockClock) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", "c2", wait=True), reply("after"), reply("later")])
+    model = ScriptedModel([probe_use("c1", "c2", wait=True), reply("after"), reply("later")])
     seen: list[AgentEvent] = []
     async with open_agent(model, tools=[probe.tool]) as agent:
         async with agent.subscribe() as events, trio.open_nursery() as nursery:
@@ -285,7 +281,7 @@ async def test_interrupting_steer_during_a_batch(autojump_clock: trio.testing.Mo
             await trio.testing.wait_all_tasks_blocked()
             nursery.cancel_scope.cancel()
     assert results[0].reason == "stop"
-    by_id = results_of(agent)
+    by_id = results_of(agent.state.messages)
     assert by_id["c1"].text == "ok c1"  # finished: keeps its result
     assert by_id["c2"].text == "Tool call skipped: interrupted by user."
     assert by_id["c2"].is_error
@@ -300,7 +296,7 @@ async def test_interrupting_steer_during_a_batch(autojump_clock: trio.testing.Mo
 @guarded
 async def test_interrupting_steer_during_a_stream(autojump_clock: trio.testing.MockClock) -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", text="let me look"), reply("ok")])
+    model = ScriptedModel([probe_use("c1", text="let me look"), reply("ok")])
     # Request 0 streams Start, TextStart, TextDelta, TextEnd, ToolCallStart,
     # ToolCallDelta, ToolCallEnd, Done: pause before Done, the call complete.
     pause = model.pause_at(0, 7)
@@ -315,7 +311,7 @@ async def test_interrupting_steer_during_a_stream(autojump_clock: trio.testing.M
     assert cut.stop_reason == "aborted"
     assert cut.text == "let me look"
     assert [c.id for c in cut.tool_calls] == ["c1"]
-    assert results_of(agent)["c1"].text == "Tool call skipped: interrupted by user."
+    assert results_of(agent.state.messages)["c1"].text == "Tool call skipped: interrupted by user."
     assert "c1" not in probe.started  # the tool never ran
     assert user_texts_of(model, 1) == ["go", "wait, no"]
     assert len(model.requests) == 2
@@ -338,7 +334,7 @@ async def test_an_interrupt_before_the_request_goes_out_joins_that_request(
             await gate.wait()
         return messages
 
-    model = ScriptedModel([tool_use("c1", text="plan A"), reply("plan B")])
+    model = ScriptedModel([probe_use("c1", text="plan A"), reply("plan B")])
     config = LoopConfig(transform_context=transform)
     async with (
         open_agent(model, tools=[probe.tool], config=config) as agent,
@@ -374,7 +370,7 @@ async def test_an_interrupt_delivered_by_the_poll_does_not_cut_the_next_reply(
             await gate.wait()
         return False
 
-    model = ScriptedModel([tool_use("c1"), reply("answer")])
+    model = ScriptedModel([probe_use("c1"), reply("answer")])
     config = LoopConfig(should_stop_after_turn=should_stop)
     results: list[AgentRunResult] = []
     async with (
@@ -386,7 +382,7 @@ async def test_an_interrupt_delivered_by_the_poll_does_not_cut_the_next_reply(
         agent.steer("note", interrupt=True)
         gate.set()
     assert results[0].reason == "stop"
-    assert results_of(agent)["c1"].text == "ok c1"
+    assert results_of(agent.state.messages)["c1"].text == "ok c1"
     assert user_texts_of(model, 1)[-1] == "note"
     last = agent.state.messages[-1]
     assert type(last) is AssistantMessage
@@ -398,7 +394,7 @@ async def test_an_interrupt_delivered_by_the_poll_does_not_cut_the_next_reply(
 
 async def test_steer_and_follow_up_from_a_thread() -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True), reply(), reply()])
+    model = ScriptedModel([probe_use("c1", wait=True), reply(), reply()])
     with trio.fail_after(10):
         async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
             nursery.start_soon(agent.prompt, "go")
@@ -420,7 +416,7 @@ async def test_steer_and_follow_up_from_a_thread() -> None:
 
 async def test_abort_from_a_thread() -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True)])
+    model = ScriptedModel([probe_use("c1", wait=True)])
     results: list[AgentRunResult] = []
     with trio.fail_after(10):
         async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
@@ -428,12 +424,14 @@ async def test_abort_from_a_thread() -> None:
             await probe.started["c1"].wait()
             await trio.to_thread.run_sync(agent.abort_from_thread, "stopped from a thread")
     assert results[0].reason == "aborted"
-    assert results_of(agent)["c1"].text == "Tool call aborted: stopped from a thread."
+    assert (
+        results_of(agent.state.messages)["c1"].text == "Tool call aborted: stopped from a thread."
+    )
 
 
 async def test_interrupting_steer_from_a_thread() -> None:
     probe = Probe()
-    model = ScriptedModel([tool_use("c1", wait=True), reply("ok")])
+    model = ScriptedModel([probe_use("c1", wait=True), reply("ok")])
     with trio.fail_after(10):
         async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:
             nursery.start_soon(agent.prompt, "go")
@@ -443,7 +441,7 @@ async def test_interrupting_steer_from_a_thread() -> None:
                 agent.steer_from_thread("stop", interrupt=True)
 
             await trio.to_thread.run_sync(elsewhere)
-    assert results_of(agent)["c1"].text == "Tool call skipped: interrupted by user."
+    assert results_of(agent.state.messages)["c1"].text == "Tool call skipped: interrupted by user."
     assert texts(agent.state.messages) == ["go", "stop"]
 
 
@@ -483,7 +481,7 @@ async def test_every_queued_message_is_delivered_once_in_fifo_order(
 
     tool = Tool(name="probe", description="sleeps", parameters={}, execute=slow)
     # Alternate: a call, then a plain answer, so runs have several turns and end often.
-    model = ScriptedModel([tool_use(f"c{i}") if i % 2 == 0 else reply() for i in range(200)])
+    model = ScriptedModel([probe_use(f"c{i}") if i % 2 == 0 else reply() for i in range(200)])
     config = LoopConfig(max_steps=max_steps)
     queued: dict[str, list[str]] = {"steer": [], "follow_up": []}  # in the order queued
     with trio.fail_after(600):

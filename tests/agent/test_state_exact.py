@@ -16,7 +16,8 @@ import attrs
 import trio
 import trio.testing
 
-from tests.agent.test_agent import Probe, guarded, reply, tool_use
+from tests.kit.agent import Probe, guarded, probe_use
+from tests.kit.loop import reply
 from trio_agent import (
     AgentEnd,
     AssistantMessage,
@@ -45,7 +46,7 @@ RUNS = 200
 
 
 def two_calls(turn: int) -> AssistantMessage:
-    return tool_use(f"a{turn}", f"b{turn}")
+    return probe_use(f"a{turn}", f"b{turn}")
 
 
 @guarded
@@ -76,7 +77,7 @@ async def test_a_running_tool_finds_its_own_call_pending(
         [
             m
             for turn in range(RUNS)
-            for m in (two_calls(turn) if turn % 2 else tool_use(f"a{turn}"), reply())
+            for m in (two_calls(turn) if turn % 2 else probe_use(f"a{turn}"), reply())
         ]
     )
     async with open_agent(model, tools=[tool]) as agent:
@@ -177,7 +178,7 @@ async def test_a_subscriber_finds_each_event_in_the_state(
     probe = Probe()
     runs = RUNS // 2
     model = ScriptedModel(
-        [m for turn in range(runs) for m in (tool_use(f"a{turn}", wait=True), reply())]
+        [m for turn in range(runs) for m in (probe_use(f"a{turn}", wait=True), reply())]
     )
     checked: list[str] = []
     async with open_agent(model, tools=[probe.tool]) as agent, trio.open_nursery() as nursery:

@@ -15,8 +15,7 @@ import pytest
 import trio
 
 from tests.kit.http_server import Stall, error, sse
-from tests.kit.providers import KEY, make_model
-from tests.providers.test_agent import anthropic_reply, openai_reply
+from tests.kit.providers import KEY, anthropic_reply, make_model, openai_reply
 from trio_agent import (
     AssistantMessage,
     JsonlTranscript,

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
 
 from tests.kit.http_server import sse
-from tests.kit.providers import KEY
-from tests.providers.test_agent import openai_reply
+from tests.kit.mcp import SERVER
+from tests.kit.providers import KEY, openai_reply
 from trio_agent import ToolResultMessage, check_transcript, load_transcript
 
 if TYPE_CHECKING:
-    from tests.kit.http_server import Server
+    from pathlib import Path
 
-SERVER = str(Path(__file__).resolve().parent.parent / "kit" / "programs" / "mcp_server.py")
+    from tests.kit.http_server import Server
 
 
 async def chat(server_url: str, tmp_path: Path, *args: str) -> trio.CompletedProcess[bytes]:

@@ -6,16 +6,14 @@ import io
 import math
 import os
 import signal
-import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 import pytest
 import trio
 
+from tests.kit.chat import chat_command, open_anthropic_chat, prompt_then_ctrl_c, session
 from tests.kit.http_server import Received, Responder, Stall, sse
-from tests.kit.providers import KEY, make_model
-from tests.providers.test_agent import anthropic_reply, openai_reply
+from tests.kit.providers import KEY, anthropic_reply, make_model, openai_reply
 from trio_agent import (
     AgentEvent,
     AssistantMessage,
@@ -27,8 +25,6 @@ from trio_agent import (
     load_transcript,
 )
 from trio_agent.cli.chat import run_chat
-from trio_agent.replay import RecordingModel
-from trio_agent.tools import workspace
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -47,36 +43,6 @@ def _user_texts(body: dict[str, object], kind: str) -> list[str]:
         else:
             texts += [b["text"] for b in content if b.get("type") == "text"]
     return texts
-
-
-async def session(
-    server: Server,
-    tmp_path: Path,
-    kind: str,
-    lines: list[str],
-    *,
-    tools: bool = False,
-    record: Path | None = None,
-) -> tuple[int, str, Path]:
-    """Run a chat whose input is ``lines`` (then end of input); with ``record``, through
-    a ``RecordingModel`` writing that cassette."""
-    send, receive = trio.open_memory_channel[str](math.inf)
-    for line in lines:
-        send.send_nowait(line + "\n")
-    send.close()
-    out = io.StringIO()
-    path = tmp_path / "chat.jsonl"
-    async with make_model(kind, server.url) as model, JsonlTranscript(path) as sink:
-        with trio.fail_after(10):
-            code = await run_chat(
-                model if record is None else RecordingModel(model, record),
-                lines=receive,
-                out=out,
-                sink=sink,
-                tools=workspace(tmp_path, allow_bash=False) if tools else (),
-                system_prompt="Be brief.",
-            )
-    return code, out.getvalue(), path
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
@@ -270,17 +236,13 @@ async def test_second_ctrl_c_during_a_run_keeps_the_transcript_paired(
     assert [m.role for m in messages][:2] == ["user", "assistant"]
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "trio_agent.cli", "chat", *args]
-
-
 async def test_command_line_session(server: Server, tmp_path: Path) -> None:
     server.add(sse(openai_reply("Hello from the server.", [])))
     path = tmp_path / "t.jsonl"
     env = {**os.environ, "OPENAI_API_KEY": KEY}
     with trio.fail_after(30):
         done = await trio.run_process(
-            _cli(
+            chat_command(
                 "--base-url",
                 server.url + "/v1",
                 "--model",
@@ -314,31 +276,6 @@ async def test_command_line_session(server: Server, tmp_path: Path) -> None:
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
 
-async def open_anthropic_chat(server: Server, *args: str) -> trio.Process:
-    """``trio-agent chat`` on Anthropic at ``server``, no tools, stdin and stdout piped."""
-    return await trio.lowlevel.open_process(
-        _cli(
-            "--provider", "anthropic", "--base-url", server.url, "--model", "m", "--no-tools", *args
-        ),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "ANTHROPIC_API_KEY": KEY},
-    )
-
-
-async def prompt_then_ctrl_c(process: trio.Process, stall: Stall) -> None:
-    """Type a prompt, and press Ctrl-C once its reply has stalled; returns when the
-    abort has reached the server."""
-    assert process.stdin is not None
-    await process.stdin.send_all(b"hello\n")
-    await stall.arrived.wait()
-    process.send_signal(signal.SIGINT)
-    # trio merges a signal that comes before the last one was handled: wait for the
-    # abort to reach the server before anything else.
-    await stall.left.wait()
-
-
 async def test_command_line_ctrl_c_twice(server: Server, tmp_path: Path) -> None:
     stall = Stall(anthropic_reply("Thinking about it", []))
     server.add(stall)
@@ -365,12 +302,12 @@ async def test_command_line_ctrl_c_twice(server: Server, tmp_path: Path) -> None
 async def test_bad_arguments(tmp_path: Path) -> None:
     with trio.fail_after(30):
         missing = await trio.run_process(
-            _cli("--model", "m", "--folder", str(tmp_path / "nope")),
+            chat_command("--model", "m", "--folder", str(tmp_path / "nope")),
             capture_stderr=True,
             check=False,
         )
         bad_url = await trio.run_process(
-            _cli("--model", "m", "--base-url", "ftp://x", "--folder", str(tmp_path)),
+            chat_command("--model", "m", "--base-url", "ftp://x", "--folder", str(tmp_path)),
             capture_stderr=True,
             check=False,
         )

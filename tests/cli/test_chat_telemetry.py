@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from tests.kit.http_server import sse
-from tests.kit.providers import KEY
-from tests.providers.test_agent import openai_reply
+from tests.kit.providers import KEY, openai_reply
 
 if TYPE_CHECKING:
     from pathlib import Path

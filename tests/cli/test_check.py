@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.kit.loop import user
 from trio_agent import (
     AssistantMessage,
     JsonlTranscript,
@@ -15,7 +16,6 @@ from trio_agent import (
     Text,
     ToolCall,
     ToolResultMessage,
-    UserMessage,
     check_transcript,
     load_transcript,
     write_transcript,
@@ -40,10 +40,6 @@ def result(call_id: str) -> ToolResultMessage:
     return ToolResultMessage(
         tool_call_id=call_id, tool_name="probe", content=(Text(text="ok"),), timestamp=3.0
     )
-
-
-def user(text: str = "go") -> UserMessage:
-    return UserMessage.text(text, timestamp=1.0)
 
 
 PAIRED: list[Message] = [

@@ -15,6 +15,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.kit.loop import make_tool
 from trio_agent import (
     AssistantMessage,
     Context,
@@ -35,16 +36,6 @@ from trio_agent._core._arguments import (
     convert_arguments,
 )
 from trio_agent.testing import ScriptedModel
-
-
-async def _never(call: object, args: object, ctx: object) -> str:
-    await trio.lowlevel.checkpoint()
-    raise AssertionError("not called in these tests")
-
-
-def make_tool(parameters: dict[str, Any], name: str = "t") -> Tool:
-    return Tool(name=name, description="", parameters=parameters, execute=_never)
-
 
 INVALID = object()
 INT = {"type": "integer"}
@@ -225,7 +216,7 @@ def _wrap(schema: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]:
     ("schema", "sent", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_conversion(schema: Any, sent: Any, expected: Any) -> None:
-    tool = make_tool(_wrap(schema))
+    tool = make_tool("t", parameters=_wrap(schema))
     raw = {"x": sent}
     before = copy.deepcopy(raw)
     if expected is INVALID:
@@ -246,7 +237,7 @@ def test_conversion(schema: Any, sent: Any, expected: Any) -> None:
 def test_draft7_tuple_items() -> None:
     schema = _wrap({"type": "array", "items": [INT, BOOL], "additionalItems": NUM})
     schema["$schema"] = "http://json-schema.org/draft-07/schema#"
-    got = check_arguments(make_tool(schema), {"x": ["1", "false", "2.5"]})
+    got = check_arguments(make_tool("t", parameters=schema), {"x": ["1", "false", "2.5"]})
     assert got == {"x": [1, False, 2.5]}
 
 
@@ -261,7 +252,7 @@ def test_refs_to_defs() -> None:
             "Point": {"type": "object", "properties": {"x": INT, "y": NUM}, "required": ["x"]}
         },
     }
-    tool = make_tool(schema)
+    tool = make_tool("t", parameters=schema)
     raw = {"p": {"x": "1", "y": "2.5"}, "ps": '[{"x": "3"}]'}
     assert check_arguments(tool, raw) == {"p": {"x": 1, "y": 2.5}, "ps": [{"x": 3}]}
 
@@ -272,7 +263,7 @@ def test_ref_pointer_escapes_and_definitions() -> None:
         "properties": {"a": {"$ref": "#/definitions/a~1b"}},
         "definitions": {"a/b": INT},
     }
-    assert check_arguments(make_tool(schema), {"a": "5"}) == {"a": 5}
+    assert check_arguments(make_tool("t", parameters=schema), {"a": "5"}) == {"a": 5}
 
 
 def test_ref_cycles_terminate() -> None:
@@ -409,7 +400,7 @@ READ = {
 
 
 def test_error_text_lists_every_error_in_pis_format() -> None:
-    tool = make_tool(READ, name="read")
+    tool = make_tool("read", parameters=READ)
     raw = {"offset": "ten", "limit": "0", "ranges": [{"a": 1}, {}], "mode": "x"}
     with pytest.raises(InvalidArguments) as info:
         check_arguments(tool, raw)
@@ -429,7 +420,7 @@ def test_error_text_lists_every_error_in_pis_format() -> None:
 
 
 def test_error_text_root_type() -> None:
-    tool = make_tool({"type": "object", "minProperties": 1})
+    tool = make_tool("t", parameters={"type": "object", "minProperties": 1})
     with pytest.raises(InvalidArguments) as info:
         check_arguments(tool, {})
     assert info.value.text == (
@@ -440,7 +431,11 @@ def test_error_text_root_type() -> None:
 
 def test_error_text_is_bounded() -> None:
     tool = make_tool(
-        {"type": "object", "properties": {"xs": {"type": "array", "items": INT}, "s": INT}}
+        "t",
+        parameters={
+            "type": "object",
+            "properties": {"xs": {"type": "array", "items": INT}, "s": INT},
+        },
     )
     raw = {"xs": ["no"] * 500, "s": "z" * 10_000}
     with pytest.raises(InvalidArguments) as info:
@@ -459,7 +454,7 @@ def test_error_text_is_bounded() -> None:
 
 def test_error_text_shows_arguments_as_received() -> None:
     # The echo is what the model sent, not the converted values.
-    tool = make_tool(_wrap(INT) | {"required": ["y"]})
+    tool = make_tool("t", parameters=_wrap(INT) | {"required": ["y"]})
     with pytest.raises(InvalidArguments) as info:
         check_arguments(tool, {"x": "1"})
     assert info.value.text.endswith('Received arguments:\n{\n  "x": "1"\n}')
@@ -469,7 +464,7 @@ def test_error_text_shows_arguments_as_received() -> None:
 
 
 def test_non_dict_mappings_are_accepted() -> None:
-    tool = make_tool(_wrap({"type": "object", "properties": {"k": INT}}))
+    tool = make_tool("t", parameters=_wrap({"type": "object", "properties": {"k": INT}}))
     raw = types.MappingProxyType({"x": types.MappingProxyType({"k": 1})})
     got = check_arguments(tool, raw)
     assert got == {"x": {"k": 1}}
@@ -479,7 +474,7 @@ def test_non_dict_mappings_are_accepted() -> None:
 def test_non_json_arguments_are_invalid() -> None:
     # (A shim may put any value where the schema does not look; where it does, it must
     # be JSON data.)
-    tool = make_tool(_wrap({"type": "array"}))
+    tool = make_tool("t", parameters=_wrap({"type": "array"}))
     with pytest.raises(InvalidArguments) as info:
         check_arguments(tool, {"x": {1, 2}})
     assert info.value.text.startswith(
@@ -490,7 +485,11 @@ def test_non_json_arguments_are_invalid() -> None:
 
 def test_remote_refs_are_never_fetched() -> None:
     tool = make_tool(
-        {"type": "object", "properties": {"x": {"$ref": "https://example.invalid/s.json"}}}
+        "t",
+        parameters={
+            "type": "object",
+            "properties": {"x": {"$ref": "https://example.invalid/s.json"}},
+        },
     )
     with pytest.raises(ValueError, match='invalid parameters schema for tool "t"'):
         compile_parameters(tool)
@@ -509,18 +508,18 @@ def test_remote_refs_are_never_fetched() -> None:
     ids=["not-a-type", "not-json"],
 )
 def test_broken_schema_is_reported_not_raised(parameters: dict[str, Any]) -> None:
-    tool = make_tool(parameters)
+    tool = make_tool("t", parameters=parameters)
     with pytest.raises(InvalidArguments, match="invalid parameters schema"):
         check_arguments(tool, {"x": 1})
 
 
 def test_validator_is_compiled_once_per_tool_and_released_with_it() -> None:
-    tool = make_tool(_wrap(INT))
+    tool = make_tool("t", parameters=_wrap(INT))
     check_arguments(tool, {"x": 1})
     first = _compiled[tool]
     check_arguments(tool, {"x": "2"})
     assert _compiled[tool] is first
-    other = make_tool(_wrap(INT))  # an equal schema on another tool: its own entry
+    other = make_tool("t", parameters=_wrap(INT))  # an equal schema on another tool: its own entry
     check_arguments(other, {"x": 1})
     assert _compiled[other] is not first
     gc.collect()

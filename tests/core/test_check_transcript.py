@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.kit.loop import user
 from trio_agent import (
     AssistantMessage,
     CustomMessage,
@@ -23,17 +24,12 @@ from trio_agent import (
     ToolResultMessage,
     TranscriptError,
     TrioAgentError,
-    UserMessage,
     check_transcript,
 )
 from trio_agent._core._pairing import transcript_violations
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-
-def user(text: str = "hi") -> UserMessage:
-    return UserMessage.text(text, timestamp=0.0)
 
 
 def ask(*ids: str, stop_reason: StopReason = "tool_use") -> AssistantMessage:

@@ -15,6 +15,7 @@ import pytest
 import trio
 
 import trio_agent
+from tests.kit.loop import text_of
 from trio_agent import (
     AgentEvent,
     AssistantMessage,
@@ -71,12 +72,6 @@ async def run_calls(
         )
     results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
     return results, events, model, result.reason
-
-
-def text_of(result: ToolResultMessage) -> str:
-    block = result.content[0]
-    assert isinstance(block, Text)
-    return block.text
 
 
 # --- the tool and its schema -------------------------------------------------------------

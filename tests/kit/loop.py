@@ -1,4 +1,5 @@
-"""Small builders shared by the loop tests (tools, replies, event checks)."""
+"""Builders of messages and tools, and checks of runs, shared by the tests: each is
+defined here once (the Agent's probe tool is in :mod:`tests.kit.agent`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from trio_agent import (
     ToolCallStart,
     ToolContext,
     ToolOutput,
+    ToolResultMessage,
     UserMessage,
     check_transcript,
 )
@@ -37,17 +39,29 @@ def call(id: str, name: str = "probe", **arguments: Any) -> ToolCall:
     return ToolCall(id=id, name=name, arguments=arguments)
 
 
-def tool_use(*calls: ToolCall, text: str | None = None) -> AssistantMessage:
+def tool_use(*calls: ToolCall, text: str | None = None, **fields: Any) -> AssistantMessage:
+    """A reply that makes ``calls`` (after ``text``, if given); ``fields`` are more of the
+    message's fields (``usage``, ``model``, ...)."""
     content: tuple[Any, ...] = ((Text(text=text),) if text else ()) + calls
-    return AssistantMessage(content=content, stop_reason="tool_use")
+    return AssistantMessage(content=content, stop_reason="tool_use", **fields)
 
 
-def reply(text: str = "done", stop_reason: Any = "stop", *calls: ToolCall) -> AssistantMessage:
+def reply(
+    text: str = "done", stop_reason: Any = "stop", *calls: ToolCall, **fields: Any
+) -> AssistantMessage:
+    """A reply of ``text`` (then ``calls``) that ended with ``stop_reason`` (an ``error`` or
+    ``aborted`` one with the error message "boom"); ``fields`` as for :func:`tool_use`."""
     return AssistantMessage(
         content=(Text(text=text), *calls),
         stop_reason=stop_reason,
         error_message="boom" if stop_reason in ("error", "aborted") else None,
+        **fields,
     )
+
+
+def user(text: str = "go", t: float = 1.0) -> UserMessage:
+    """A user message of ``text`` at the fixed time ``t`` (so transcripts compare equal)."""
+    return UserMessage.text(text, timestamp=t)
 
 
 def reply_cut_in_its_third_block() -> tuple[list[AssistantEvent], tuple[Any, ...]]:
@@ -114,6 +128,22 @@ def sleeper(name: str, seconds: float, log: list[str] | None = None) -> Tool:
                 log.append(f"finally {call.id}")
 
     return make_tool(name, execute)
+
+
+def results_of(messages: Sequence[Any]) -> dict[str, ToolResultMessage]:
+    """Call id → its result, of the tool results among ``messages``."""
+    return {m.tool_call_id: m for m in messages if isinstance(m, ToolResultMessage)}
+
+
+def text_of(out: ToolOutput | ToolResultMessage) -> str:
+    """What a tool answered, as text: a ``ToolOutput``'s content, which must be a string;
+    a result message's first block, which must be text."""
+    if isinstance(out, ToolOutput):
+        assert isinstance(out.content, str)
+        return out.content
+    block = out.content[0]
+    assert isinstance(block, Text)
+    return block.text
 
 
 def ctx(*tools: Tool, messages: Sequence[Any] = (), system_prompt: str = "sys") -> Context:

@@ -18,7 +18,9 @@ import trio
 # Without the `mcp` extra the MCP tests are skipped, not errors at collection.
 pytest.importorskip("mcp")
 
-from trio_agent import AgentEvent, AssistantMessage, Text, ToolCall
+from tests.kit.loop import tool_use
+from tests.kit.processes import alive
+from trio_agent import AgentEvent, AssistantMessage, ToolCall
 from trio_agent.mcp import StdioServer
 
 if TYPE_CHECKING:
@@ -71,32 +73,6 @@ def http_server_process(log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes
                 proc.wait()
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) process."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
-def children_of(pid: int) -> list[int]:
-    """Live child processes of ``pid``, from /proc."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(entry))
-    return out
-
-
 def log_lines(log: Path) -> list[str]:
     return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
 
@@ -119,14 +95,7 @@ async def wait_gone(pid: int, seconds: float) -> None:
 
 def calls(*items: tuple[str, str, dict[str, Any]]) -> AssistantMessage:
     """An assistant message calling (id, tool, arguments) for each item."""
-    return AssistantMessage(
-        content=tuple(ToolCall(id=i, name=n, arguments=a) for i, n, a in items),
-        stop_reason="tool_use",
-    )
-
-
-def text(reply: str = "done") -> AssistantMessage:
-    return AssistantMessage(content=(Text(text=reply),), stop_reason="stop")
+    return tool_use(*(ToolCall(id=i, name=n, arguments=a) for i, n, a in items))
 
 
 def ends(events: Sequence[AgentEvent]) -> dict[str, Any]:

@@ -1,12 +1,15 @@
-"""Helpers for provider tests: build models against the test server, collect a stream,
-and check that a stream follows the assistant-event protocol."""
+"""Helpers for provider tests: build models against the test server, script replies in
+each provider's wire format (and two tools they call), collect a stream, and check that a
+stream follows the assistant-event protocol."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 import trio
 
+from tests.kit.http_server import frames, sse
 from trio_agent import (
     AssistantEvent,
     AssistantMessage,
@@ -21,12 +24,20 @@ from trio_agent import (
     ThinkingDelta,
     ThinkingEnd,
     ThinkingStart,
+    Tool,
+    ToolCall,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
+    ToolContext,
     UserMessage,
 )
 from trio_agent.providers import Anthropic, HTTPOptions, OpenAIChat, RetryPolicy
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from tests.kit.http_server import Server
 
 FAST = HTTPOptions(
     connect_timeout=2.0,
@@ -124,3 +135,125 @@ def check_protocol(events: list[AssistantEvent]) -> None:
     else:
         assert last.message.stop_reason in ("error", "aborted")
         assert last.message.error_message
+
+
+# --- replies on the wire, and the tools they call ----------------------------------------
+
+FILES = {"a.txt": "hello", "b.txt": "world"}
+
+
+def _pieces(text: str, size: int = 5) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def openai_reply(text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> str:
+    chunks: list[Any] = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
+    chunks += [
+        {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+        for piece in _pieces(text)
+    ]
+    for i, (call_id, name, args) in enumerate(calls):
+        fragments = _pieces(json.dumps(args), 4)
+        first = {
+            "index": i,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
+        chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [first]}}]})
+        chunks += [
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"tool_calls": [{"index": i, "function": {"arguments": f}}]},
+                    }
+                ]
+            }
+            for f in fragments
+        ]
+    finish = "tool_calls" if calls else "stop"
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    chunks.append({"choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 20}})
+    return frames(*chunks, "[DONE]")
+
+
+def anthropic_reply(text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> str:
+    events: list[Any] = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 50, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    ]
+    events += [
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
+        for p in _pieces(text)
+    ]
+    events.append({"type": "content_block_stop", "index": 0})
+    for i, (call_id, name, args) in enumerate(calls, start=1):
+        block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+        events.append({"type": "content_block_start", "index": i, "content_block": block})
+        events += [
+            {
+                "type": "content_block_delta",
+                "index": i,
+                "delta": {"type": "input_json_delta", "partial_json": f},
+            }
+            for f in _pieces(json.dumps(args), 4)
+        ]
+        events.append({"type": "content_block_stop", "index": i})
+    stop = "tool_use" if calls else "end_turn"
+    events.append(
+        {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 20}}
+    )
+    events.append({"type": "message_stop"})
+    return frames(*events, named=True)
+
+
+async def _read(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
+    await trio.sleep(0.01)
+    return FILES[args["path"]]
+
+
+async def _add(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
+    return str(args["a"] + args["b"])
+
+
+TOOLS = (
+    Tool(
+        name="read",
+        description="Read a file.",
+        parameters={
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+        execute=_read,
+    ),
+    Tool(
+        name="add",
+        description="Add two integers.",
+        parameters={
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+        execute=_add,
+    ),
+)
+
+
+def two_round_trips(server: Server, kind: str) -> str:
+    """Queue three replies: two reads, an add, an answer. Returns the call-id prefix."""
+    reply = openai_reply if kind == "openai" else anthropic_reply
+    p = "call_" if kind == "openai" else "toolu_"
+    server.add(
+        sse(
+            reply(
+                "Reading both.",
+                [(p + "1", "read", {"path": "a.txt"}), (p + "2", "read", {"path": "b.txt"})],
+            ),
+            split=64,
+        ),
+        sse(reply("Now adding.", [(p + "3", "add", {"a": 2, "b": 3})]), split=64),
+        sse(reply("Done: hello world, 5.", []), split=64),
+    )
+    return p

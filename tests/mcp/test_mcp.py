@@ -27,20 +27,18 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.kit.loop import sleeper
+from tests.kit.loop import reply, sleeper
 from tests.kit.mcp import (
     SERVER,
-    alive,
     calls,
-    children_of,
     ends,
     http_server_process,
     log_lines,
     stdio_server,
-    text,
     wait_for_line,
     wait_gone,
 )
+from tests.kit.processes import alive, children_of
 from trio_agent import (
     Context,
     Image,
@@ -144,7 +142,7 @@ async def cancel_paths(mcp: McpTools, log: Path, tag: str) -> None:
     """An abort, an interrupt and ``tool_timeout`` each cancel a running call on the server."""
     for how in ("abort", "interrupt"):
         t = f"{tag}-{how}"
-        model = ScriptedModel([calls(("c", "slow", {"seconds": 30, "tag": t})), text()])
+        model = ScriptedModel([calls(("c", "slow", {"seconds": 30, "tag": t})), reply()])
         async with open_agent_loop([UserMessage.text("go")], Context(tools=mcp.tools), model) as r:
             async for event in r.events:
                 if isinstance(event, ToolExecutionStart):
@@ -156,7 +154,7 @@ async def cancel_paths(mcp: McpTools, log: Path, tag: str) -> None:
         assert r.result is not None
         assert r.result.reason == ("aborted" if how == "abort" else "stop")
         await wait_for_line(log, f"cancelled {t}")
-    model = ScriptedModel([calls(("c", "slow", {"seconds": 30, "tag": f"{tag}-tt"})), text()])
+    model = ScriptedModel([calls(("c", "slow", {"seconds": 30, "tag": f"{tag}-tt"})), reply()])
     result, events, _ = await run(mcp.tools, model, LoopConfig(tool_timeout=0.5))
     assert ends(events)["c"].outcome == "timed_out"
     assert result.reason == "stop"
@@ -184,7 +182,7 @@ async def test_stdio_tools_in_a_run(tmp_path: Path) -> None:
                         ("bad", "t__add", {"a": "two"}),
                         ("d", "t__dotted_name", {}),
                     ),
-                    text(),
+                    reply(),
                 ]
             )
             result, events, context = await run(mcp.tools, model)
@@ -226,7 +224,7 @@ async def test_stdio_list_changed_refreshes_the_tools(tmp_path: Path) -> None:
                 await trio.sleep(0.01)
             fresh = {t.name: t for t in mcp.tools}["t__fresh"]
             assert fresh.description == "added at run time: fresh"
-            model = ScriptedModel([calls(("x", "t__fresh", {"text": "hi"})), text()])
+            model = ScriptedModel([calls(("x", "t__fresh", {"text": "hi"})), reply()])
             result, events, _ = await run(mcp.tools, model)
             raise KeyError("boom")
     assert only_text(ends(events)["x"].result) == "hi"
@@ -263,7 +261,7 @@ async def test_stdio_abort_interrupt_and_timeouts_cancel_the_call_on_the_server(
         async with open_mcp_tools(stdio_server(log, call_timeout=1.0)) as mcp:
             await cancel_paths(mcp, log, "stdio")
             # a server that does not answer within call_timeout: an error naming it
-            model = ScriptedModel([calls(("c", "slow", {"seconds": 30, "tag": "ct"})), text()])
+            model = ScriptedModel([calls(("c", "slow", {"seconds": 30, "tag": "ct"})), reply()])
             result, events, _ = await run(mcp.tools, model)
             end = ends(events)["c"]
             assert end.is_error
@@ -298,7 +296,7 @@ async def killed_mid_call(
         [
             calls(*batch),
             calls(("after", "echo", {"text": "x"})),
-            text("carried on"),
+            reply("carried on"),
         ]
     )
     async with trio.open_nursery() as nursery:
@@ -426,7 +424,7 @@ async def test_http_concurrent_calls_in_one_batch(http: tuple[str, Path]) -> Non
                         ("2", "h__slow", {"seconds": 1.0, "tag": "conc2"}),
                         ("3", "local", {}),
                     ),
-                    text(),
+                    reply(),
                 ]
             )
             result, events, context = await run([*mcp.tools, sleeper("local", 1.0)], model)
@@ -497,7 +495,7 @@ async def test_invariants_with_mcp_and_local_tools_under_random_aborts(
                             ("l", "local", {"s": rng.uniform(0, 0.2)}),
                         ),
                         calls(("p", "m__count", {"steps": 2}), ("a", "m__add", {"a": 1, "b": 2})),
-                        text(),
+                        reply(),
                     ]
                 )
                 context = Context(tools=(*mcp.tools, sleeper("local", 0.1)))
@@ -632,7 +630,7 @@ async def test_a_huge_result_is_cut_and_the_connection_stays_usable(tmp_path: Pa
     with trio.fail_after(GUARD):
         async with open_mcp_tools(stdio_server(tmp_path / "s.log", call_timeout=30)) as mcp:
             server = mcp.servers[0]
-            model = ScriptedModel([calls(("b", "big", {"chars": 20_000_000})), text()])
+            model = ScriptedModel([calls(("b", "big", {"chars": 20_000_000})), reply()])
             result, events, context = await run(mcp.tools, model)
             assert only_text(await server.call("echo", {"text": "after"})) == "after"
     end = ends(events)["b"]

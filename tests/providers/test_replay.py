@@ -8,10 +8,17 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from tests.cli.test_chat_session import open_anthropic_chat, prompt_then_ctrl_c, session
+from tests.kit.chat import open_anthropic_chat, prompt_then_ctrl_c, session
 from tests.kit.http_server import STREAMS, Stall, recorded, sse
-from tests.kit.providers import KEY, collect, make_model
-from tests.providers.test_agent import TOOLS, anthropic_reply, openai_reply, two_round_trips
+from tests.kit.providers import (
+    KEY,
+    TOOLS,
+    anthropic_reply,
+    collect,
+    make_model,
+    openai_reply,
+    two_round_trips,
+)
 from trio_agent import (
     AgentEvent,
     AssistantMessage,

@@ -1,4 +1,6 @@
-"""The pairing invariant under fire (SPEC §4 "Cancellation, abort, limits").
+"""The pairing invariant under fire: abort, outer cancels, deadlines and limits
+(docs/guarantees.md, "Cancellation: any stop leaves a paired transcript, and nothing
+alive").
 
 Every test checks the end reason, the paired transcript, the number of model requests
 (and that none came after an abort), and that cancelled tools ran their ``finally``.
@@ -22,6 +24,7 @@ from tests.kit.loop import (
     prompt,
     reply,
     reply_cut_in_its_third_block,
+    results_of,
     sleeper,
     tool_use,
 )
@@ -51,10 +54,6 @@ from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-
-def results_of(messages: Any) -> dict[str, ToolResultMessage]:
-    return {m.tool_call_id: m for m in messages if isinstance(m, ToolResultMessage)}
 
 
 def live_tasks() -> int:

@@ -1,5 +1,7 @@
-"""pi's production layers around the core (SPEC §3, §4): hooks, terminate, sequential
-mode, concurrency limits, progress, streaming updates, context shaping, queues, turn hooks."""
+"""pi's production layers around the core: hooks, terminate, sequential mode, concurrency
+limits, progress, streaming updates, context shaping, queues, turn hooks (what none of
+them may break: docs/guarantees.md, "Errors never lose the transcript" and
+"Cancellation")."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from tests.kit.loop import (
     make_tool,
     prompt,
     reply,
+    results_of,
     sleeper,
     tool_use,
 )
@@ -62,10 +65,6 @@ NUMBER_SCHEMA = {
     "properties": {"n": {"type": "integer"}},
     "required": ["n"],
 }
-
-
-def results_of(messages: Sequence[Message]) -> dict[str, ToolResultMessage]:
-    return {m.tool_call_id: m for m in messages if isinstance(m, ToolResultMessage)}
 
 
 def no_updates(types: list[str]) -> list[str]:

@@ -1,4 +1,5 @@
-"""The core loop (SPEC §4): the course chapter's nine observations and the stop-reason table."""
+"""The core loop: the course chapter's nine observations, and how each stop reason ends a
+run (the end reasons of docs/events.md)."""
 
 from __future__ import annotations
 

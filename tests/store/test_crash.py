@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from tests.kit.programs.crash_child import PROMPT, make_tool, script
+from tests.kit.programs.crash_child import PROMPT, script, survey_tool
 from trio_agent import (
     AssistantMessage,
     Context,
@@ -137,7 +137,7 @@ async def check_and_resume(path: Path, reported: list[Message]) -> tuple[Message
     with trio.fail_after(GUARD):
         async with JsonlTranscript(path) as transcript:
             result = await run_agent_loop(
-                [], Context(messages=repaired, tools=(make_tool(),)), model, on_event=transcript
+                [], Context(messages=repaired, tools=(survey_tool(),)), model, on_event=transcript
             )
     assert result.reason == "stop"
     assert result.messages[-1] == script()[-1]

@@ -24,7 +24,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.kit.loop import Recorder, call, ctx, make_tool, prompt, reply, sleeper, tool_use
+from tests.kit.loop import Recorder, call, ctx, make_tool, prompt, reply, sleeper, tool_use, user
 from trio_agent import (
     AgentEvent,
     AgentRunError,
@@ -46,7 +46,6 @@ from trio_agent import (
     ToolResultMessage,
     TranscriptFormatError,
     TurnEnd,
-    UserMessage,
     check_transcript,
     dumps,
     load_transcript,
@@ -67,10 +66,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 GUARD = 10
-
-
-def user(text: str, t: float = 1.0) -> UserMessage:
-    return UserMessage.text(text, timestamp=t)
 
 
 def assistant(*calls: ToolCall, text: str = "", t: float = 2.0) -> AssistantMessage:

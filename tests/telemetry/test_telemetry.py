@@ -16,12 +16,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from tests.kit.loop import call, make_tool, prompt, sleeper
+from tests.kit.loop import call, make_tool, prompt, reply, sleeper, tool_use
 from trio_agent import (
-    AssistantMessage,
     Context,
     LoopConfig,
-    Text,
     ToolCall,
     ToolContext,
     ToolOutput,
@@ -62,22 +60,14 @@ def used(input_tokens: int, output_tokens: int, cache_read: int = 0) -> Usage:
     )
 
 
-def tool_use(*calls: ToolCall, usage: Usage | None = None) -> AssistantMessage:
-    return AssistantMessage(
-        content=calls, stop_reason="tool_use", usage=usage or Usage(), model="m-1"
-    )
-
-
-def done(text: str = "done", usage: Usage | None = None) -> AssistantMessage:
-    return AssistantMessage(
-        content=(Text(text=text),), stop_reason="stop", usage=usage or Usage(), model="m-1"
-    )
+# The model's name: replies carry it, as the HTTP providers' do.
+MODEL = "m-1"
 
 
 class NamedModel(ScriptedModel):
     """A scripted model that names itself as the HTTP providers do."""
 
-    model = "m-1"
+    model = MODEL
     provider = "scripted"
     server_address = "models.example"
     server_port = 8443
@@ -118,9 +108,9 @@ async def test_span_tree_of_a_two_batch_parallel_run(
     tracer = provider.get_tracer("test")
     model = NamedModel(
         [
-            tool_use(call("a", "slow"), call("b", "fast"), usage=used(100, 10, 5)),
-            tool_use(call("c", "slow"), call("d", "fast"), usage=used(200, 20, 7)),
-            done(usage=used(300, 30)),
+            tool_use(call("a", "slow"), call("b", "fast"), usage=used(100, 10, 5), model=MODEL),
+            tool_use(call("c", "slow"), call("d", "fast"), usage=used(200, 20, 7), model=MODEL),
+            reply(usage=used(300, 30), model=MODEL),
         ]
     )
     tools = [worker("slow", 2.0, tracer), worker("fast", 1.0, tracer)]
@@ -189,7 +179,7 @@ async def test_span_tree_of_a_two_batch_parallel_run(
 async def test_aborted_run_and_its_call_record_error_type(
     provider: TracerProvider, exporter: InMemorySpanExporter, autojump_clock: Any
 ) -> None:
-    model = ScriptedModel([tool_use(call("a", "nap"))])
+    model = ScriptedModel([tool_use(call("a", "nap"), model=MODEL)])
     config = LoopConfig(observer=OpenTelemetry(tracer_provider=provider))
     with trio.fail_after(60):
         async with open_agent_loop(
@@ -215,7 +205,7 @@ async def test_aborted_run_and_its_call_record_error_type(
 async def test_outer_cancel_is_recorded_as_cancelled(
     provider: TracerProvider, exporter: InMemorySpanExporter, autojump_clock: Any
 ) -> None:
-    model = ScriptedModel([tool_use(call("a", "nap"))])
+    model = ScriptedModel([tool_use(call("a", "nap"), model=MODEL)])
     config = LoopConfig(observer=OpenTelemetry(tracer_provider=provider))
     with trio.move_on_after(5) as scope:
         await run_agent_loop(prompt(), Context(tools=[sleeper("nap", 100.0)]), model, config)
@@ -231,7 +221,7 @@ async def test_outer_cancel_is_recorded_as_cancelled(
 async def test_cancelled_request_and_failed_stream(
     provider: TracerProvider, exporter: InMemorySpanExporter, autojump_clock: Any
 ) -> None:
-    model = ScriptedModel([done("x" * 50)], chunk_size=5)
+    model = ScriptedModel([reply("x" * 50, model=MODEL)], chunk_size=5)
     pause = model.pause_at(0, 3)
     config = LoopConfig(observer=OpenTelemetry(tracer_provider=provider))
     async with open_agent_loop(prompt(), Context(), model, config) as run:
@@ -249,7 +239,7 @@ async def test_cancelled_request_and_failed_stream(
     assert attrs_of(chat)["error.type"] == "cancelled"
 
     exporter.clear()
-    failing = ScriptedModel([done()])
+    failing = ScriptedModel([reply(model=MODEL)])
     failing.fail_at(0, 1, OSError("connection reset"))
     result = await run_agent_loop(prompt(), Context(), failing, config)
     assert result.reason == "error"
@@ -263,7 +253,7 @@ async def test_cancelled_request_and_failed_stream(
 async def test_timed_out_tool(
     provider: TracerProvider, exporter: InMemorySpanExporter, autojump_clock: Any
 ) -> None:
-    model = ScriptedModel([tool_use(call("a", "nap")), done()])
+    model = ScriptedModel([tool_use(call("a", "nap"), model=MODEL), reply(model=MODEL)])
     config = LoopConfig(observer=OpenTelemetry(tracer_provider=provider), tool_timeout=3)
     result = await run_agent_loop(prompt(), Context(tools=[sleeper("nap", 100.0)]), model, config)
     assert result.reason == "stop"
@@ -277,7 +267,9 @@ async def test_timed_out_tool(
 async def test_calls_stopped_before_running_get_spans(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    model = ScriptedModel([tool_use(call("a", "missing"), call("b", "probe")), done()])
+    model = ScriptedModel(
+        [tool_use(call("a", "missing"), call("b", "probe"), model=MODEL), reply(model=MODEL)]
+    )
     config = LoopConfig(observer=OpenTelemetry(tracer_provider=provider))
     await run_agent_loop(prompt(), Context(tools=[make_tool("probe")]), model, config)
     spans = exporter.get_finished_spans()
@@ -300,7 +292,12 @@ CONTENT_KEYS = (
 async def test_contents_only_on_opt_in(
     provider: TracerProvider, exporter: InMemorySpanExporter, capture: bool
 ) -> None:
-    model = ScriptedModel([tool_use(call("a", "probe", secret=SECRET)), done(f"said {SECRET}")])
+    model = ScriptedModel(
+        [
+            tool_use(call("a", "probe", secret=SECRET), model=MODEL),
+            reply(f"said {SECRET}", model=MODEL),
+        ]
+    )
     config = LoopConfig(observer=OpenTelemetry(tracer_provider=provider, capture_content=capture))
     context = Context(system_prompt=f"system {SECRET}", tools=[make_tool("probe")])
     await run_agent_loop(prompt(f"user {SECRET}"), context, model, config)
@@ -325,9 +322,9 @@ async def test_agent_runs_each_get_a_span_and_usage_adds_up(
 ) -> None:
     model = ScriptedModel(
         [
-            tool_use(call("a", "probe"), usage=used(10, 1)),
-            done(usage=used(20, 2)),
-            done(usage=used(30, 3, 4)),
+            tool_use(call("a", "probe"), usage=used(10, 1), model=MODEL),
+            reply(usage=used(20, 2), model=MODEL),
+            reply(usage=used(30, 3, 4), model=MODEL),
         ]
     )
     config = LoopConfig(observer=OpenTelemetry(tracer_provider=provider, agent_name="bot"))
@@ -353,7 +350,10 @@ async def test_agent_runs_each_get_a_span_and_usage_adds_up(
 
 async def test_usage_totals_without_an_observer() -> None:
     model = ScriptedModel(
-        [tool_use(call("a", "probe"), usage=used(5, 1, 2)), done(usage=used(7, 3))]
+        [
+            tool_use(call("a", "probe"), usage=used(5, 1, 2), model=MODEL),
+            reply(usage=used(7, 3), model=MODEL),
+        ]
     )
     result = await run_agent_loop(prompt(), Context(tools=[make_tool("probe")]), model)
     assert result.usage == Usage(input_tokens=12, output_tokens=4, cache_read_tokens=2)
@@ -362,7 +362,9 @@ async def test_usage_totals_without_an_observer() -> None:
 
 
 def looping_model(n: int, usage: Usage) -> ScriptedModel:
-    return ScriptedModel([tool_use(call(f"c{i}", "probe"), usage=usage) for i in range(n)])
+    return ScriptedModel(
+        [tool_use(call(f"c{i}", "probe"), usage=usage, model=MODEL) for i in range(n)]
+    )
 
 
 @pytest.mark.parametrize(
@@ -389,7 +391,7 @@ async def test_usage_limits_end_the_run_before_the_next_request(
 
 async def test_no_limit_means_no_usage_limit_end() -> None:
     model = looping_model(3, used(10**6, 10**6))
-    model.add(done())
+    model.add(reply(model=MODEL))
     result = await run_agent_loop(prompt(), Context(tools=[make_tool("probe")]), model)
     assert (result.reason, result.steps) == ("stop", 4)
 
@@ -416,7 +418,10 @@ def test_limits_are_checked() -> None:
 
 async def test_log_lines(caplog: pytest.LogCaptureFixture, autojump_clock: Any) -> None:
     model = ScriptedModel(
-        [tool_use(call("a", "probe", key=SECRET), call("b", "nap")), done(f"said {SECRET}")]
+        [
+            tool_use(call("a", "probe", key=SECRET), call("b", "nap"), model=MODEL),
+            reply(f"said {SECRET}", model=MODEL),
+        ]
     )
     tools = [make_tool("probe"), sleeper("nap", 100.0)]
     context = Context(system_prompt=SECRET, tools=tools)
@@ -442,7 +447,7 @@ async def test_log_lines(caplog: pytest.LogCaptureFixture, autojump_clock: Any) 
 
 
 async def test_info_logging_gives_only_the_run_line(caplog: pytest.LogCaptureFixture) -> None:
-    model = ScriptedModel([tool_use(call("a", "probe")), done()])
+    model = ScriptedModel([tool_use(call("a", "probe"), model=MODEL), reply(model=MODEL)])
     with caplog.at_level(logging.INFO, logger="trio_agent"):
         await run_agent_loop(prompt(), Context(tools=[make_tool("probe")]), model)
     lines = [r.getMessage() for r in caplog.records if r.name == "trio_agent"]
@@ -502,7 +507,9 @@ async def test_a_tool_that_raises_records_the_exception_type(
     async def error_result(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> Any:
         return ToolOutput(content="no such row", is_error=True)
 
-    model = ScriptedModel([tool_use(call("a", "explode"), call("b", "soft")), done()])
+    model = ScriptedModel(
+        [tool_use(call("a", "explode"), call("b", "soft"), model=MODEL), reply(model=MODEL)]
+    )
     config = LoopConfig(observer=OpenTelemetry(tracer_provider=provider))
     tools = [make_tool("explode", explode), make_tool("soft", error_result)]
     await run_agent_loop(prompt(), Context(tools=tools), model, config)
@@ -541,7 +548,9 @@ class BrokenObservations:
 async def test_a_failing_observer_changes_nothing(
     observer: Any, caplog: pytest.LogCaptureFixture, autojump_clock: Any
 ) -> None:
-    model = ScriptedModel([tool_use(call("a", "probe"), call("b", "nap")), done()])
+    model = ScriptedModel(
+        [tool_use(call("a", "probe"), call("b", "nap"), model=MODEL), reply(model=MODEL)]
+    )
     config = LoopConfig(observer=observer, tool_timeout=1)
     tools = [make_tool("probe"), sleeper("nap", 100.0)]
     with caplog.at_level(logging.WARNING, logger="trio_agent"):
@@ -573,7 +582,9 @@ async def test_sequential_batch_and_provider_spans_nest(
     provider: TracerProvider, exporter: InMemorySpanExporter, autojump_clock: Any
 ) -> None:
     tracer = provider.get_tracer("test")
-    inner = ScriptedModel([tool_use(call("a", "slow"), call("b", "fast")), done()])
+    inner = ScriptedModel(
+        [tool_use(call("a", "slow"), call("b", "fast"), model=MODEL), reply(model=MODEL)]
+    )
     model = TracingModel(inner, tracer)
     tools = [worker("slow", 2.0, tracer), worker("fast", 1.0, tracer)]
     config = LoopConfig(

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import trio_agent
+from tests.kit.loop import make_tool
 from trio_agent import Tool, ToolCall, ToolContext, ToolOutput
 from trio_agent._core._arguments import InvalidArguments, check_arguments
 from trio_agent.testing import tool_arguments
@@ -30,10 +31,6 @@ DRAWS = settings(
 
 async def _echo(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput | str:
     return "ok"
-
-
-def _tool(name: str, parameters: dict[str, Any]) -> Tool:
-    return Tool(name=name, description=name, parameters=parameters, execute=_echo)
 
 
 @attrs.frozen
@@ -59,9 +56,9 @@ async def place(
 
 
 SCHEMAS: dict[str, Tool] = {
-    "nested": _tool(
+    "nested": make_tool(
         "nested",
-        {
+        parameters={
             "type": "object",
             "properties": {
                 "a": {
@@ -83,9 +80,9 @@ SCHEMAS: dict[str, Tool] = {
             "additionalProperties": False,
         },
     ),
-    "enums and bounds": _tool(
+    "enums and bounds": make_tool(
         "enums",
-        {
+        parameters={
             "type": "object",
             "properties": {
                 "color": {"enum": ["red", "green", "blue"]},
@@ -96,9 +93,9 @@ SCHEMAS: dict[str, Tool] = {
             "additionalProperties": False,
         },
     ),
-    "string patterns": _tool(
+    "string patterns": make_tool(
         "patterns",
-        {
+        parameters={
             "type": "object",
             "properties": {
                 "id": {"type": "string", "pattern": "^[a-z]{3}-[0-9]{2}$"},
@@ -107,9 +104,9 @@ SCHEMAS: dict[str, Tool] = {
             "required": ["id", "path"],
         },
     ),
-    "arrays of objects": _tool(
+    "arrays of objects": make_tool(
         "arrays",
-        {
+        parameters={
             "type": "object",
             "properties": {
                 "edits": {
@@ -193,9 +190,9 @@ async def _no_progress(partial: Any) -> None:
 def test_invalid_mode_is_not_fooled_by_lenient_conversion() -> None:
     # An integer given as "42" is converted by the loop, so it is *valid*; the invalid
     # mode must find a real breakage instead.
-    counter = _tool(
+    counter = make_tool(
         "counter",
-        {
+        parameters={
             "type": "object",
             "properties": {"n": {"type": "integer"}},
             "required": ["n"],
@@ -248,7 +245,7 @@ def test_prepare_arguments_is_applied_as_the_loop_does() -> None:
 def test_invalid_mode_on_a_schema_that_accepts_everything_fails() -> None:
     from hypothesis.errors import FailedHealthCheck, Unsatisfiable
 
-    anything = _tool("anything", {"type": "object"})
+    anything = make_tool("anything", parameters={"type": "object"})
 
     @settings(max_examples=5, database=None, deadline=None)
     @given(args=tool_arguments(anything, valid=False))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
+from tests.kit.processes import alive, live_members
 from trio_agent import (
     AssistantMessage,
     Context,
@@ -53,23 +54,6 @@ pytestmark = pytest.mark.skipif(
 # The shell prints its process group (its own pid: it leads a new session) and a
 # background child's pid, then waits: killing only the shell would leave the child.
 SPAWN = "echo pg=$$; sleep 30 & echo bg=$!; echo ready; wait"
-
-
-def live_members(pgid: int) -> list[int]:
-    """Pids of processes in group ``pgid`` that are not zombies."""
-    alive = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == pgid and state != "Z":
-            alive.append(int(entry))
-    return alive
 
 
 async def group_is_gone(pgid: int) -> bool:
@@ -300,16 +284,6 @@ def escaped_pids(progress: list[Any]) -> dict[str, int]:
     found = dict(re.findall(r"^(setsid|daemon|nohup)=(\d+)$", "\n".join(progress), re.M))
     assert set(found) == {"setsid", "daemon", "nohup"}, progress
     return {k: int(v) for k, v in found.items()}
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (not a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        # Gone before the open, or reaped between the open and the read (ESRCH).
-        return False
 
 
 @pytest.fixture

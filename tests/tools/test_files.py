@@ -14,13 +14,13 @@ import pytest
 import trio
 import trio.testing
 
+from tests.kit.loop import text_of
+from tests.kit.workspace import run
 from trio_agent import (
     AssistantMessage,
     Context,
     Text,
     ToolCall,
-    ToolContext,
-    ToolOutput,
     ToolResultMessage,
     UserMessage,
     check_transcript,
@@ -53,26 +53,10 @@ def tools(root: Path) -> dict[str, Tool]:
     return {t.name: t for t in workspace(root)}
 
 
-async def run(tools: dict[str, Tool], name: str, **args: Any) -> ToolOutput:
-    call = ToolCall(id="c1", name=name, arguments=args)
-
-    async def report(partial: object) -> None:
-        pass
-
-    out = await tools[name].execute(call, args, ToolContext(call=call, report=report))
-    assert isinstance(out, ToolOutput)
-    return out
-
-
 async def fails(tools: dict[str, Tool], name: str, **args: Any) -> str:
     with pytest.raises(WorkspaceError) as info:
         await run(tools, name, **args)
     return str(info.value)
-
-
-def text_of(out: ToolOutput) -> str:
-    assert isinstance(out.content, str)
-    return out.content
 
 
 # --- the tool set ---------------------------------------------------------------------

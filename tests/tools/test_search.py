@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
+from tests.kit.loop import text_of
+from tests.kit.workspace import run
 from trio_agent import (
     AssistantMessage,
     Context,
     LoopConfig,
     Text,
     ToolCall,
-    ToolContext,
-    ToolOutput,
     ToolResultMessage,
     UserMessage,
     check_transcript,
@@ -56,22 +56,6 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def tools(root: Path) -> dict[str, Tool]:
     return {t.name: t for t in workspace(root, allow_bash=False)}
-
-
-async def run(tools: dict[str, Tool], name: str, **args: Any) -> ToolOutput:
-    call = ToolCall(id="c1", name=name, arguments=args)
-
-    async def report(partial: object) -> None:
-        pass
-
-    out = await tools[name].execute(call, args, ToolContext(call=call, report=report))
-    assert isinstance(out, ToolOutput)
-    return out
-
-
-def text_of(out: ToolOutput) -> str:
-    assert isinstance(out.content, str)
-    return out.content
 
 
 # --- glob ----------------------------------------------------------------------------

@@ -412,14 +412,19 @@ class FreshSample:
     gc_collections: tuple[int, int, int]
 
 
-def _child(module: str, case: Case, contender: str, size: int) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m module CASE_MODULE CASE CONTENDER SIZE`` in a fresh interpreter."""
-    # The child imports what this process can: the package, and a checkout's peers.
+def child_env() -> dict[str, str]:
+    """The environment of a child interpreter: this one's, with ``PYTHONPATH`` set so the
+    child imports what this process can (the package, and a checkout's peers)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+    return env
+
+
+def _child(module: str, case: Case, contender: str, size: int) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m module CASE_MODULE CASE CONTENDER SIZE`` in a fresh interpreter."""
     command = [sys.executable, "-m", module, case.module, case.key, contender, str(size)]
     return subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=600, check=False
+        command, env=child_env(), capture_output=True, text=True, timeout=600, check=False
     )
 
 

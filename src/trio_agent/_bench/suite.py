@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import os
 import platform
 import subprocess
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from trio_agent._bench._cli import write_json
 from trio_agent._bench._harness import FRESH, Case, Progress, Row, measure_case, tables
 
 if TYPE_CHECKING:
@@ -355,13 +355,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"trio-agent bench: {exc}", file=sys.stderr)
         return 1
     print(report.text())
-    if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(report.to_json(), f, indent=2)
-                f.write("\n")
-        except OSError as exc:
-            print(f"trio-agent bench: cannot write {args.json}: {exc}", file=sys.stderr)
-            return 1
-        print(f"\nJSON written to {args.json}")
+    if args.json and not write_json(args.json, report.to_json(), "trio-agent bench"):
+        return 1
     return 0

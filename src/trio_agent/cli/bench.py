@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._bench._cli import positive
+
 if TYPE_CHECKING:
     import argparse
 
@@ -20,22 +22,14 @@ if TYPE_CHECKING:
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "transcript")
 
 
-def _positive(text: str) -> int:
-    import argparse
-
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Defaults: every workload at every size, 7 interleaved repeats (2 with --quick), "
         "W2 and W3 with every repeat in a fresh process (ours and the floor alternating), "
         "peak RSS measured in subprocesses, the installed peers compared when run from a "
         "source checkout, progress on stderr. Exit codes: 0 the suite ran, 1 the JSON "
-        "could not be written or a measurement failed, 2 bad usage (an unknown workload)."
+        "could not be written or a measurement failed, 2 bad usage (an unknown workload) "
+        "or, with --instructions, valgrind missing."
     )
     parser.add_argument(
         "--only",
@@ -50,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--repeats",
-        type=_positive,
+        type=positive,
         help="repeats per size, medians shown (default 7, quick 2); for W2 and W3 the "
         "number of fresh processes per contender",
     )
@@ -65,6 +59,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="measure W2 and W3 in this process like the other workloads (warmed up, heap "
         "frozen): lower figures than a fresh process sees, for comparison",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions under valgrind's callgrind instead of timing (a fresh "
+        "process per contender, trio's scheduler seeded, imports subtracted by a process "
+        "that runs nothing): W1 per turn, W3 per run and the Agent without and with one "
+        "subscriber, ours ÷ the floor against each target. W1 at T = 200 (quick 20), W3 "
+        "at R = 1,000 (quick 100), --repeats 1 by default; needs valgrind",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -78,6 +81,21 @@ def find_checkout() -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.instructions:
+        if args.in_process:
+            print(
+                "trio-agent bench: --in-process does not apply to --instructions", file=sys.stderr
+            )
+            return 2
+        from .._bench.instructions import run as count
+
+        return count(
+            only=args.only,
+            quick=args.quick,
+            repeats=args.repeats,
+            json_out=args.json,
+            quiet=args.quiet,
+        )
     checkout = find_checkout()
     if checkout is not None and str(checkout) not in sys.path:
         sys.path.insert(0, str(checkout))

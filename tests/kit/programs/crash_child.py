@@ -76,7 +76,10 @@ def script() -> list[AssistantMessage]:
     ]
 
 
-def make_tool(forever: frozenset[str] = frozenset()) -> Tool:
+def survey_tool(forever: frozenset[str] = frozenset()) -> Tool:
+    """The run's one tool, ``slow``: a survey that takes 10 ms, or forever for the ids of
+    ``forever`` (the tests kill the run while such calls are running)."""
+
     async def execute(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
         if call.id in forever:
             await trio.sleep_forever()
@@ -152,7 +155,7 @@ async def main(path: str, scenario: str) -> None:
             nursery.start_soon(watch)
             result = await run_agent_loop(
                 [UserMessage.text(PROMPT, timestamp=0.5)],
-                Context(system_prompt="You survey projects.", tools=(make_tool(forever),)),
+                Context(system_prompt="You survey projects.", tools=(survey_tool(forever),)),
                 model,
                 config,
                 on_event=sink,
