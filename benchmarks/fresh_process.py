@@ -250,14 +250,18 @@ print(json.dumps({
 def bare_floor_source() -> str:
     """The source of the suite's floor loop and sleeping tool, to run without the package."""
     from trio_agent._bench import bench_batch, bench_turns
+    from trio_agent._run._streams import MemoryStream
 
     parts = [
         "from __future__ import annotations",
+        "from typing import Generic, TypeVar",
+        "from trio.lowlevel import checkpoint, checkpoint_if_cancelled",
+        '_T = TypeVar("_T")',
         f"SLEEP = {bench_batch.SLEEP!r}",
         *(
             inspect.getsource(f)
             for f in (
-                bench_turns.ListStream,
+                MemoryStream,
                 bench_turns.read_reply,
                 bench_turns.run_call,
                 bench_turns.floor_loop,

@@ -353,6 +353,38 @@ async def test_running_out_of_records_is_an_error_event() -> None:
     )
 
 
+@pytest.mark.parametrize("timing", ["none", "clock"])
+async def test_a_fault_past_the_last_record_still_gives_the_error_event(
+    timing: Any, autojump_clock: MockClock
+) -> None:
+    fault = Fault(request=0, event=0, kind="raise")
+    model = ReplayModel(_cassette(), timing=timing, faults=[fault])
+    request = ModelRequest(system_prompt="", messages=(UserMessage.text("go"),))
+    async with model.stream(request) as events:
+        got = [e async for e in events]
+    assert len(got) == 1
+    assert isinstance(got[0], Error)
+    assert got[0].message.error_message == (
+        "ReplayModel has no record left for request 1 (the cassette has 0)"
+    )
+    assert model.open_streams == 0
+
+
+async def test_a_faults_error_reply_names_the_model_of_the_records_last_event() -> None:
+    # The record's last event is its first Done: what a malformed stream sent after it
+    # does not count, here as everywhere.
+    first = attrs.evolve(HELLO, model="first-model", provider="p1")
+    late = attrs.evolve(HELLO, model="late-model", provider="p2")
+    events = [Start(), TextStart(index=0), Done(message=first), Done(message=late)]
+    record = _hand_record([(0.0, e) for e in events], StreamEnd(kind="done", at=0.0))
+    fault = Fault(request=0, event=2, kind="error")
+    model = ReplayModel(_cassette(record), timing="none", faults=[fault])
+    async with model.stream(record.request) as events:
+        got = [e async for e in events]
+    assert isinstance(got[-1], Error)
+    assert (got[-1].message.model, got[-1].message.provider) == ("first-model", "p1")
+
+
 async def _faulted(path: Path, fault: Fault, **config: Any) -> Any:
     model = ReplayModel(path, faults=[fault])
     events = Recorder()

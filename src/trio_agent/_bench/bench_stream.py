@@ -27,7 +27,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent._bench._harness import Case, Stopwatch, Timing
-from trio_agent._bench.bench_turns import ListStream
+from trio_agent._run._streams import MemoryStream
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ async def _floor(events: list[AssistantEvent]) -> Timing:
     with Stopwatch() as watch:
         parts: list[str] = []
         final: Any = None
-        async for event in ListStream(events):
+        async for event in MemoryStream(events):
             if type(event) is TextDelta:
                 parts.append(event.delta)
             elif type(event) is Done:

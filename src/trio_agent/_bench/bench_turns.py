@@ -5,7 +5,7 @@ consumer reading every event; the model is ``ScriptedModel`` replaying prebuilt 
 lists (no task per stream) and keeping no requests (a provider does not hold every
 request it sent; kept, they would be a copy of the conversation per turn). The floor is
 the loop a trio user would write by hand with nothing else: read the reply from an
-equally cheap in-memory stream (the same events, scheduled like ``ScriptedModel``'s),
+in-memory stream (``ScriptedModel``'s own: the same events, the same scheduling),
 append it to a list, run its calls in a nursery, append the results. No validation, no
 events, no result objects.
 
@@ -40,6 +40,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent._bench._harness import Case, Stopwatch, Timing
+from trio_agent._run._streams import MemoryStream
 from trio_agent.testing import ScriptedModel, events_for
 
 if TYPE_CHECKING:
@@ -160,34 +161,8 @@ def agent_subscriber(turns: int, replies: Sequence[list[AssistantEvent]]) -> Tim
 # --- the floor ---------------------------------------------------------------------------
 
 
-class ListStream:
-    """An in-memory reply stream exactly as cheap as ``ScriptedModel``'s: the first
-    event is a full checkpoint (like a first network read), later ones only check for
-    cancellation."""
-
-    __slots__ = ("_events", "_i")
-
-    def __init__(self, events: Sequence[Any]) -> None:
-        self._events = events
-        self._i = 0
-
-    def __aiter__(self) -> ListStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        i = self._i
-        if i == 0:
-            await trio.lowlevel.checkpoint()
-        else:
-            await trio.lowlevel.checkpoint_if_cancelled()
-        if i >= len(self._events):
-            raise StopAsyncIteration
-        self._i = i + 1
-        return self._events[i]
-
-
 async def read_reply(events: Sequence[Any]) -> AssistantMessage:
-    async for event in ListStream(events):
+    async for event in MemoryStream(events):
         if type(event) is Done:
             return event.message
     raise AssertionError("no Done")
@@ -227,7 +202,7 @@ async def floor_loop_events(
         await emit.send(("turn_start",))
         await emit.send(("message_start",))
         reply = None
-        async for event in ListStream(events):
+        async for event in MemoryStream(events):
             if type(event) is Done:
                 reply = event.message
                 break

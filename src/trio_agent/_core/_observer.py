@@ -11,7 +11,8 @@ call's, the request's, the run's outcome) and may ``activate`` in the task that 
 work — the run's task for the run and its requests, the call's own task for a tool call
 — so that whatever that work starts (an HTTP request, a subprocess, a nested run) finds
 it current. ``activate``/``deactivate`` are always paired in one task, never held
-across a ``yield``.
+across a ``yield``. (The trio side — the request's stream under its observation — is
+``_run._observed.ObservedStream``.)
 
 Logging: the ``trio_agent`` logger has a ``NullHandler`` (silent unless the application
 configures logging). At DEBUG, one line per model request and per tool call; at INFO,
@@ -27,9 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
 import trio
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-    from contextlib import AbstractAsyncContextManager
-    from types import TracebackType
+    from collections.abc import Awaitable, Callable
 
     from . import _events as ev
     from ._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CallObservation",
     "ObservedCall",
-    "ObservedStream",
     "Observer",
     "Probe",
     "RequestObservation",
@@ -195,16 +193,6 @@ class Probe:
                 "" if error is None else f" error={_error_type(error)}",
             )
 
-    def request(
-        self,
-        stream: AbstractAsyncContextManager[AsyncIterable[ev.AssistantEvent]],
-        model: Model,
-        request: ModelRequest,
-        step: int,
-    ) -> ObservedStream:
-        """``stream`` (what ``model.stream(request)`` returned) under an observation."""
-        return ObservedStream(self, stream, model, request, step)
-
     def tool_call(self, call: ToolCall) -> ObservedCall:
         """An observation of one tool call (its log line included)."""
         obs = None if self.observer is None else _safely(self.observer.start_tool_call, call=call)
@@ -259,120 +247,4 @@ class ObservedCall:
                 self.call.id,
                 outcome,
                 trio.current_time() - self.start,
-            )
-
-
-@final
-class ObservedStream:
-    """``model.stream(request)`` with the request's observation around it.
-
-    The observation is activated in ``__aenter__`` (before the model's own enter, so a
-    provider's producer task and its HTTP request start under it) and deactivated in
-    ``__aexit__``, both in the run's task.
-    """
-
-    __slots__ = (
-        "final",
-        "first_at",
-        "inner",
-        "iterator",
-        "model",
-        "obs",
-        "probe",
-        "request",
-        "start",
-        "step",
-        "token",
-    )
-
-    def __init__(
-        self,
-        probe: Probe,
-        inner: AbstractAsyncContextManager[AsyncIterable[ev.AssistantEvent]],
-        model: Model,
-        request: ModelRequest,
-        step: int,
-    ) -> None:
-        self.probe = probe
-        self.inner = inner
-        self.model = model
-        self.request = request
-        self.step = step
-        self.obs: RequestObservation | None = None
-        self.token: object = None
-        self.iterator: AsyncIterator[ev.AssistantEvent] | None = None
-        self.final: AssistantMessage | None = None
-        self.start = 0.0
-        self.first_at: float | None = None  # when the first event arrived
-
-    async def __aenter__(self) -> ObservedStream:
-        observer = self.probe.observer
-        if observer is not None:
-            self.obs = _safely(observer.start_request, model=self.model, request=self.request)
-            if self.obs is not None:
-                self.token = _safely(self.obs.activate)
-        self.start = trio.current_time()
-        try:
-            events = await self.inner.__aenter__()
-        except BaseException as exc:
-            self._end(exc)
-            raise
-        self.iterator = aiter(events)
-        return self
-
-    def __aiter__(self) -> ObservedStream:
-        return self
-
-    async def __anext__(self) -> ev.AssistantEvent:
-        assert self.iterator is not None
-        event = await anext(self.iterator)
-        if self.first_at is None:
-            self.first_at = trio.current_time()
-            if self.obs is not None:
-                _safely(self.obs.first_chunk)
-        kind = getattr(event, "type", None)
-        if kind == "done" or kind == "error":
-            self.final = event.message  # type: ignore[union-attr]
-        return event
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        error = exc
-        try:
-            # A wrapper: the model's own exit runs exactly as it would unwrapped.
-            return await self.inner.__aexit__(exc_type, exc, tb)  # noqa: ASYNC102
-        except BaseException as raised:
-            error = raised
-            raise
-        finally:
-            self._end(error)
-
-    def _end(self, error: BaseException | None) -> None:
-        obs, self.obs = self.obs, None
-        if obs is not None:
-            _safely(obs.deactivate, self.token)
-            _safely(obs.end, message=self.final, error=error)
-        if self.probe.debug:
-            now = trio.current_time()
-            final = self.final
-            usage = None if final is None else final.usage
-            logger.debug(
-                "model request %d (%s): %s input_tokens=%s output_tokens=%s "
-                "first_chunk=%s duration=%.3fs",
-                self.step,
-                self.request.options.model
-                or getattr(self.model, "model", type(self.model).__name__),
-                final.stop_reason
-                if final is not None
-                else _error_type(error)
-                if error
-                else "no reply",
-                "-" if usage is None else usage.input_tokens,
-                "-" if usage is None else usage.output_tokens,
-                "-" if self.first_at is None else f"{self.first_at - self.start:.3f}s",
-                now - self.start,
             )

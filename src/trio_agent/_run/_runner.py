@@ -59,6 +59,7 @@ from .._core._policy import TERMINATED, Decision, decide, interrupted, natural_e
 from .._core._serde import as_prompts
 from .._core._util import NO_SCOPE, hook_returned, maybe_await, representative
 from ._batch import Batch
+from ._observed import ObservedStream
 from ._run_state import Interrupt, RunState, default_convert
 from ._sink import OnEvent, SinkFailure
 from ._stream import StreamAccumulator
@@ -363,7 +364,7 @@ class Runner(RunState):
                 timer.deadline = trio.current_time() + span
             stream = self.model.stream(request)
             if self.probe is not None:
-                stream = self.probe.request(stream, self.model, request, self.steps)
+                stream = ObservedStream(self.probe, stream, self.model, request, self.steps)
             try:
                 async with stream as events:
                     async for event in events:

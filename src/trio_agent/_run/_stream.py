@@ -1,17 +1,19 @@
 """Turning a model's event stream into one assistant message (sans-IO).
 
-Theory of operation: ``StreamAccumulator.feed`` takes events one at a time and keeps
-mutable per-block builders (lists of fragments). A block event is only queued when fed,
-and applied to its builder when something needs the partial content — a snapshot, a
-failure: a reply that ends with its ``Done`` event while nobody watches (the final
-message is ``Done``'s) never builds its blocks. Once a snapshot was taken, block events
-are applied as they are fed (someone watches: each is snapshotted next). Each block
-event yields a snapshot that
+Theory of operation: ``StreamAccumulator.feed`` takes events one at a time. The reply's
+content is a list holding each finished block's final part and, for each block still
+streaming, its builder (:class:`~trio_agent._core._blocks.Block`, the one builder the
+providers use too). A block event is only queued when fed, and applied to its builder
+when something needs the partial content — a snapshot, a failure: a reply that ends
+with its ``Done`` event while nobody watches (the final message is ``Done``'s) never
+builds its blocks. Once a snapshot was taken, block events are applied as they are fed
+(someone watches: each is snapshotted next). Each block event yields a snapshot that
 records only *how far* the accumulation had gone (the number of blocks, and the fragment
 count of each block still open) — O(1) to make for the usual one-open-block stream — and
 builds the partial message only when someone reads it. Text is joined once per read, so
 N deltas cost O(total size), never O(N²). Joining also rejoins a UTF-16 surrogate pair
-whose halves arrived in separate deltas.
+whose halves arrived in separate deltas. A tool call still streaming shows its id and
+name and no arguments: they arrive with its ``ToolCallEnd``.
 
 The final message is the ``Done``/``Error`` event's message: block events are for live
 display. Malformed streams are tolerated where nothing is lost (block events before
@@ -22,73 +24,31 @@ reason outside ``StopReason`` (an ``error`` reply naming it, its content kept).
 
 from __future__ import annotations
 
-import json
 import time
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, get_args
 
 import attrs
 
 from .._core import _events as ev
-from .._core._blocks import UnfinishedCall, keep_partial
-from .._core._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall
-from .._core._serde import join_surrogate_pairs
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from .._core._blocks import CALL, END_EVENTS, TEXT, THINKING, Block, Part, keep_partial
+from .._core._messages import AssistantMessage, StopReason, Text, Thinking
 
 __all__ = ["StreamAccumulator"]
 
-_TEXT, _THINKING, _CALL = 0, 1, 2
 _START, _DELTA, _END = 0, 1, 2
 _BLOCK_STEPS: dict[type, tuple[int, int]] = {
-    ev.TextStart: (_TEXT, _START),
-    ev.TextDelta: (_TEXT, _DELTA),
-    ev.TextEnd: (_TEXT, _END),
-    ev.ThinkingStart: (_THINKING, _START),
-    ev.ThinkingDelta: (_THINKING, _DELTA),
-    ev.ThinkingEnd: (_THINKING, _END),
-    ev.ToolCallStart: (_CALL, _START),
-    ev.ToolCallDelta: (_CALL, _DELTA),
-    ev.ToolCallEnd: (_CALL, _END),
+    ev.TextStart: (TEXT, _START),
+    ev.TextDelta: (TEXT, _DELTA),
+    ev.TextEnd: (TEXT, _END),
+    ev.ThinkingStart: (THINKING, _START),
+    ev.ThinkingDelta: (THINKING, _DELTA),
+    ev.ThinkingEnd: (THINKING, _END),
+    ev.ToolCallStart: (CALL, _START),
+    ev.ToolCallDelta: (CALL, _DELTA),
+    ev.ToolCallEnd: (CALL, _END),
 }
 """What each block event does: to which kind of block, and how (one lookup per event)."""
 _STOP_REASONS = frozenset(get_args(StopReason))
-
-
-class _Block:
-    """A block still streaming: its fragments so far. It lives only while the block is
-    open — once closed, its final part takes its place in ``StreamAccumulator.blocks``
-    and the builder is freed (a reply of many tool calls leaves no builder per call for
-    the garbage collector to count and walk)."""
-
-    __slots__ = ("call_id", "kind", "name", "parts", "pos")
-
-    def __init__(self, kind: int, pos: int) -> None:
-        self.kind = kind
-        self.pos = pos  # where the block sits in the reply's content
-        self.parts: list[str] = []
-        self.call_id = ""
-        self.name = ""
-
-    def partial(self, count: int) -> Text | Thinking | ToolCall | None:
-        """The block as it stood when it had ``count`` fragments (None: not showable)."""
-        # A UTF-16 pair split across two deltas (each half sent as a JSON escape) is
-        # joined back into its character.
-        raw = join_surrogate_pairs("".join(self.parts[:count]))
-        if self.kind == _TEXT:
-            return Text(text=raw)
-        if self.kind == _THINKING:
-            return Thinking(thinking=raw)
-        try:
-            args = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            args = {}
-        return ToolCall(
-            id=self.call_id, name=self.name, arguments=args if isinstance(args, dict) else {}
-        )
-
-
-Part = Text | Thinking | ToolCall
 
 
 class _Snapshot:
@@ -102,12 +62,10 @@ class _Snapshot:
     def materialize(self) -> AssistantMessage:
         # The blocks open at the snapshot may have closed since (their final part took
         # their place): each is shown as it stood, from its own fragments.
-        content: list[Part | _Block | None] = list(self._acc.blocks[: self._n])
+        content: list[Part | Block] = list(self._acc.blocks[: self._n])
         for block, count in self._open:
             content[block.pos] = block.partial(count)
-        return self._acc.message(
-            tuple(p for p in content if p is not None and not isinstance(p, _Block)), "stop"
-        )
+        return self._acc.message(tuple(p for p in content if not isinstance(p, Block)), "stop")
 
 
 class StreamAccumulator:
@@ -124,9 +82,9 @@ class StreamAccumulator:
     def __init__(self, *, model: str = "", provider: str = "") -> None:
         # The reply's content so far: each block's final part once it closed, its
         # builder while it streams.
-        self.blocks: list[Part | _Block] = []
-        self.open_blocks: list[_Block] = []
-        self._by_index: dict[int, _Block] = {}
+        self.blocks: list[Part | Block] = []
+        self.open_blocks: list[Block] = []
+        self._by_index: dict[int, Block] = {}
         # Block events fed and not applied yet (see the module docstring); once a
         # snapshot was taken (someone watches), events are applied as they come.
         self._later: list[ev.AssistantEvent] = []
@@ -140,7 +98,7 @@ class StreamAccumulator:
 
     def message(
         self,
-        content: tuple[Text | Thinking | ToolCall, ...],
+        content: tuple[Part, ...],
         stop_reason: StopReason,
         error_message: str | None = None,
     ) -> AssistantMessage:
@@ -169,8 +127,8 @@ class StreamAccumulator:
     def empty(self) -> AssistantMessage:
         return self.message((), "stop")
 
-    def _open(self, index: int, kind: int) -> _Block:
-        block = _Block(kind, len(self.blocks))
+    def _open(self, index: int, kind: int) -> Block:
+        block = Block(kind, len(self.blocks))
         self._by_index[index] = block
         self.blocks.append(block)
         self.open_blocks.append(block)
@@ -200,9 +158,9 @@ class StreamAccumulator:
         e: Any = event
         if action == _END:
             # The final part takes the builder's place (the builder is freed).
-            if kind == _CALL:
+            if kind == CALL:
                 final: Part = e.tool_call
-            elif kind == _TEXT:
+            elif kind == TEXT:
                 final = Text(text=e.text)
             else:
                 final = Thinking(thinking=e.thinking, signature=e.signature)
@@ -222,8 +180,8 @@ class StreamAccumulator:
         if block is None:
             block = self._open(e.index, kind)
         if action == _DELTA:
-            block.parts.append(e.delta)
-        elif kind == _CALL:
+            block.parts.append(e.delta)  # as sent: split surrogate pairs are joined when read
+        elif kind == CALL:
             block.call_id = e.id
             block.name = e.name
 
@@ -233,26 +191,26 @@ class StreamAccumulator:
         if t is ev.Start:
             self.started = True
             return False
-        elif t is ev.Done:
+        if t is ev.Done:
             self.started = True
-            done = self._terminal(event.message, "Done")  # type: ignore[union-attr]
-            if done is not None:
-                self.final = done
+            msg = self._terminal(event.message, "Done")  # type: ignore[union-attr]
+            if msg is not None:
+                self.final = msg
             return False
-        elif t is ev.Error:
-            self.started = True
-            msg = self._terminal(event.message, "Error")  # type: ignore[union-attr]
-            if msg is None:
-                return False
-            if msg.stop_reason not in ("error", "aborted") or not msg.error_message:
-                msg = attrs.evolve(
-                    msg,
-                    stop_reason=msg.stop_reason if msg.stop_reason == "aborted" else "error",
-                    error_message=msg.error_message or "the model reported an error",
-                )
-            self.final = msg
+        if t not in END_EVENTS:  # (Done was taken above: this is an Error)
+            raise TypeError(f"not an assistant event: {event!r}")
+        self.started = True
+        msg = self._terminal(event.message, "Error")  # type: ignore[union-attr]
+        if msg is None:
             return False
-        raise TypeError(f"not an assistant event: {event!r}")
+        if msg.stop_reason not in ("error", "aborted") or not msg.error_message:
+            msg = attrs.evolve(
+                msg,
+                stop_reason=msg.stop_reason if msg.stop_reason == "aborted" else "error",
+                error_message=msg.error_message or "the model reported an error",
+            )
+        self.final = msg
+        return False
 
     def _terminal(self, message: object, kind: str) -> AssistantMessage | None:
         """The final message a ``Done``/``Error`` event carries, checked.
@@ -275,23 +233,12 @@ class StreamAccumulator:
             return attrs.evolve(message, stop_reason="error", error_message=why)
         return message
 
-    def _blocks_so_far(self) -> Iterator[Text | Thinking | ToolCall | UnfinishedCall]:
-        if self._later:
-            self._catch_up()
-        for block in self.blocks:
-            if not isinstance(block, _Block):
-                yield block
-            elif block.kind == _CALL:
-                yield UnfinishedCall(name=block.name, call_id=block.call_id)
-            else:
-                part = block.partial(len(block.parts))
-                assert part is not None
-                yield part
-
     def fail(self, reason: str, stop_reason: StopReason = "error") -> AssistantMessage:
         """End the reply early, keeping the partial content (see :func:`keep_partial`:
         unfinished tool calls are dropped and named in the error message)."""
-        content, reason = keep_partial(self._blocks_so_far(), reason)
+        if self._later:
+            self._catch_up()
+        content, reason = keep_partial(self.blocks, reason)
         self.final = self.message(content, stop_reason, reason)
         return self.final
 

@@ -16,12 +16,12 @@ import trio
 
 from .._core import _events as ev
 from .._core._messages import AssistantMessage, Text, ToolCall, ToolResultMessage
+from .._run._streams import StreamWrapper
 from ..testing import ScriptedModel
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import Sequence
     from contextlib import AbstractAsyncContextManager
-    from types import TracebackType
 
     from .._core._model import Model, ModelRequest
 
@@ -245,31 +245,17 @@ class PacedModel:
         return _PacedStream(self._inner.stream(request), self._pace)
 
 
-class _PacedStream:
+class _PacedStream(StreamWrapper):
+    """The wrapped stream, each event handed on after its pause."""
+
+    __slots__ = ("_pace",)
+
     def __init__(self, inner: AbstractAsyncContextManager[Any], pace: float) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._pace = pace
-        self._events: AsyncIterator[ev.AssistantEvent] | None = None
-
-    async def __aenter__(self) -> _PacedStream:
-        self._events = aiter(await self._inner.__aenter__())
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        # The wrapped stream's own exit, which bounds its clean-up itself.
-        return await self._inner.__aexit__(exc_type, exc, tb)  # noqa: ASYNC102
-
-    def __aiter__(self) -> _PacedStream:
-        return self
 
     async def __anext__(self) -> ev.AssistantEvent:
-        assert self._events is not None
-        event = await anext(self._events)
+        event = await super().__anext__()
         if self._pace:
             if type(event) is ev.Start:
                 await trio.sleep(self._pace * 15)  # a model takes a moment to start

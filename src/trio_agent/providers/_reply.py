@@ -7,9 +7,13 @@ provider's own key (Anthropic's block index, or ``("call", i)`` for OpenAI's too
 index); the builder numbers them in the order they open, which is the content order of
 the final message and the ``index`` of their events.
 
-On failure the builder keeps the partial content the way the loop does: finished blocks,
-and text or thinking still open as it stood. A tool call whose arguments never finished
-is dropped (and named in the error message): it was never really made.
+Each block still streaming is a :class:`~trio_agent._core._blocks.Block`, the builder
+the loop's stream accumulator uses too, and the rules are its: a tool call's argument
+text must be a JSON object, else the call is not finished (the reply fails with an
+``Error`` naming it); on failure the partial content is kept the way the loop keeps it —
+finished blocks, and text or thinking still open as it stood; a tool call whose
+arguments never finished is dropped (and named in the error message): it was never
+really made.
 
 A character outside the Basic Multilingual Plane (an emoji) may arrive as the two halves
 of its UTF-16 pair in separate frames (``"\\ud83d"`` then ``"\\ude00"``), each decoding to
@@ -20,88 +24,20 @@ the final message hold 😀, never its halves. A half that stays alone is kept a
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._core import _events as ev
-from .._core._blocks import UnfinishedCall, keep_partial
+from .._core._blocks import CALL, TEXT, THINKING, Block, Part, keep_partial
 from .._core._messages import AssistantMessage, StopReason, Text, Thinking, ToolCall, Usage
-from .._core._serde import join_surrogate_pairs
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Iterator
+    from collections.abc import Hashable
 
 __all__ = ["ReplyBuilder", "StreamFault"]
-
-_TEXT, _THINKING, _CALL = "text", "thinking", "call"
 
 
 class StreamFault(Exception):
     """The reply cannot go on; ``str(fault)`` is the message for ``error_message``."""
-
-
-class _Block:
-    __slots__ = (
-        "call_id",
-        "final",
-        "held",
-        "index",
-        "kind",
-        "name",
-        "parts",
-        "redacted",
-        "signature",
-    )
-
-    def __init__(self, kind: str, index: int) -> None:
-        self.kind = kind
-        self.index = index
-        self.parts: list[str] = []
-        # A high surrogate that ended the last fragment, waiting for its low half.
-        self.held = ""
-        self.signature: list[str] = []
-        self.redacted = False
-        self.call_id = ""
-        self.name = ""
-        self.final: Text | Thinking | ToolCall | None = None
-
-    def take(self, fragment: str) -> str:
-        """``fragment`` as it should be shown and kept: a high surrogate held back from
-        the previous fragment goes in front (joined with a low half into its character),
-        and a high surrogate at the end is held back in turn."""
-        if self.held:
-            fragment = join_surrogate_pairs(self.held + fragment[:1]) + fragment[1:]
-            self.held = ""
-        last = fragment[-1:]
-        if "\ud800" <= last <= "\udbff":
-            self.held = last
-            fragment = fragment[:-1]
-        return fragment
-
-    def text(self) -> str:
-        """Everything received, a held-back half included."""
-        return "".join(self.parts) + self.held
-
-
-def parse_arguments(raw: str, what: str) -> dict[str, Any]:
-    """A tool call's argument JSON as a dict (empty text means ``{}``).
-
-    Raises:
-        StreamFault: the text is not JSON, or not a JSON object.
-    """
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise StreamFault(
-            f"tool call {what} has malformed argument JSON ({exc}): {raw[:200]!r}"
-        ) from None
-    if not isinstance(value, dict):
-        raise StreamFault(
-            f"tool call {what} has arguments that are not a JSON object: {raw[:200]!r}"
-        )
-    return value
 
 
 class ReplyBuilder:
@@ -111,63 +47,64 @@ class ReplyBuilder:
         self.model = model
         self.provider = provider
         self.usage = Usage()
-        self._blocks: list[_Block] = []
-        self._open: dict[Hashable, _Block] = {}
+        # The reply's content: each finished block's final part, the builder of each
+        # block still open.
+        self._content: list[Part | Block] = []
+        self._open: dict[Hashable, Block] = {}
 
     # --- opening and feeding blocks ---------------------------------------------------
 
     def is_open(self, key: Hashable) -> bool:
         return key in self._open
 
-    def _start(self, key: Hashable, kind: str) -> _Block:
-        block = _Block(kind, len(self._blocks))
-        self._blocks.append(block)
+    def _start(self, key: Hashable, kind: int) -> Block:
+        block = Block(kind, len(self._content))
+        self._content.append(block)
         self._open[key] = block
         return block
 
-    def _get(self, key: Hashable, kind: str, out: list[ev.AssistantEvent]) -> _Block:
+    def _get(self, key: Hashable, kind: int, out: list[ev.AssistantEvent]) -> Block:
         block = self._open.get(key)
         if block is not None and block.kind == kind:
             return block
         if block is not None:
             out.extend(self.close(key))
         block = self._start(key, kind)
-        if kind == _TEXT:
-            out.append(ev.TextStart(index=block.index))
+        if kind == TEXT:
+            out.append(ev.TextStart(index=block.pos))
         else:
-            out.append(ev.ThinkingStart(index=block.index))
+            out.append(ev.ThinkingStart(index=block.pos))
         return block
 
     def text(self, key: Hashable, delta: str) -> list[ev.AssistantEvent]:
         """Text for block ``key`` (opened on first use)."""
-        return self._delta(key, _TEXT, delta)
+        return self._delta(key, TEXT, delta)
 
     def thinking(self, key: Hashable, delta: str) -> list[ev.AssistantEvent]:
         """Reasoning text for block ``key`` (opened on first use)."""
-        return self._delta(key, _THINKING, delta)
+        return self._delta(key, THINKING, delta)
 
-    def _delta(self, key: Hashable, kind: str, delta: str) -> list[ev.AssistantEvent]:
+    def _delta(self, key: Hashable, kind: int, delta: str) -> list[ev.AssistantEvent]:
         out: list[ev.AssistantEvent] = []
         block = self._get(key, kind, out)
-        delta = block.take(delta)
+        delta = block.add(delta)
         if delta:
-            block.parts.append(delta)
-            if kind == _TEXT:
-                out.append(ev.TextDelta(index=block.index, delta=delta))
+            if kind == TEXT:
+                out.append(ev.TextDelta(index=block.pos, delta=delta))
             else:
-                out.append(ev.ThinkingDelta(index=block.index, delta=delta))
+                out.append(ev.ThinkingDelta(index=block.pos, delta=delta))
         return out
 
     def signature(self, key: Hashable, fragment: str) -> list[ev.AssistantEvent]:
         """A fragment of the signature of thinking block ``key`` (opened on first use)."""
         out: list[ev.AssistantEvent] = []
-        self._get(key, _THINKING, out).signature.append(fragment)
+        self._get(key, THINKING, out).signature.append(fragment)
         return out
 
     def redacted_thinking(self, key: Hashable, data: str) -> list[ev.AssistantEvent]:
         """A redacted thinking block: opaque ``data``, kept as its signature."""
         out: list[ev.AssistantEvent] = []
-        block = self._get(key, _THINKING, out)
+        block = self._get(key, THINKING, out)
         block.redacted = True
         block.signature = [data]
         return out
@@ -177,10 +114,10 @@ class ReplyBuilder:
         out: list[ev.AssistantEvent] = []
         if key in self._open:
             out.extend(self.close(key))
-        block = self._start(key, _CALL)
+        block = self._start(key, CALL)
         block.call_id = call_id
         block.name = name
-        out.append(ev.ToolCallStart(index=block.index, id=call_id, name=name))
+        out.append(ev.ToolCallStart(index=block.pos, id=call_id, name=name))
         return out
 
     def call_update(self, key: Hashable, *, call_id: str = "", name: str = "") -> None:
@@ -197,11 +134,10 @@ class ReplyBuilder:
     def call_delta(self, key: Hashable, fragment: str) -> list[ev.AssistantEvent]:
         """A fragment of the argument JSON of open call ``key``."""
         block = self._open[key]
-        fragment = block.take(fragment)
+        fragment = block.add(fragment)
         if not fragment:
             return []
-        block.parts.append(fragment)
-        return [ev.ToolCallDelta(index=block.index, delta=fragment)]
+        return [ev.ToolCallDelta(index=block.pos, delta=fragment)]
 
     # --- closing ------------------------------------------------------------------
 
@@ -209,67 +145,58 @@ class ReplyBuilder:
         """Finish block ``key`` (nothing if it is not open).
 
         Raises:
-            StreamFault: a tool call's arguments are not a JSON object.
+            StreamFault: a tool call's arguments are not a JSON object (the call stays
+                open, so that a failure report names it as unfinished).
         """
         block = self._open.pop(key, None)
         if block is None:
             return []
-        i = block.index
+        i = block.pos
         out: list[ev.AssistantEvent] = []
-        if block.held and block.kind != _CALL:
+        if block.held and block.kind != CALL:
             # A high surrogate whose low half never came: shown and kept alone.
             held, block.held = block.held, ""
             block.parts.append(held)
-            delta = ev.TextDelta if block.kind == _TEXT else ev.ThinkingDelta
+            delta = ev.TextDelta if block.kind == TEXT else ev.ThinkingDelta
             out.append(delta(index=i, delta=held))
-        if block.kind == _TEXT:
-            text = Text(text="".join(block.parts))
-            block.final = text
-            out.append(ev.TextEnd(index=i, text=text.text))
-            return out
-        if block.kind == _THINKING:
-            thinking = Thinking(
-                thinking="".join(block.parts),
-                signature="".join(block.signature) or None,
-                redacted=block.redacted,
-            )
-            block.final = thinking
-            out.append(
-                ev.ThinkingEnd(index=i, thinking=thinking.thinking, signature=thinking.signature)
-            )
-            return out
-        what = f"{block.name or '?'} ({block.call_id or 'no id'})"
         try:
-            args = parse_arguments(block.text(), what)
-        except StreamFault:
-            # Put it back so a failure report names it as unfinished.
+            final = block.finish()
+        except ValueError as exc:
             self._open[key] = block
-            raise
-        call = ToolCall(id=block.call_id, name=block.name, arguments=args)
-        block.final = call
-        return [ev.ToolCallEnd(index=i, tool_call=call)]
+            raise StreamFault(str(exc)) from None
+        self._content[i] = final
+        if type(final) is Text:
+            out.append(ev.TextEnd(index=i, text=final.text))
+        elif type(final) is Thinking:
+            out.append(ev.ThinkingEnd(index=i, thinking=final.thinking, signature=final.signature))
+        else:
+            assert type(final) is ToolCall
+            out.append(ev.ToolCallEnd(index=i, tool_call=final))
+        return out
 
     def close_all(self) -> list[ev.AssistantEvent]:
         """Finish every open block, in content order."""
         out: list[ev.AssistantEvent] = []
-        for key, _ in sorted(self._open.items(), key=lambda item: item[1].index):
+        for key, _ in sorted(self._open.items(), key=lambda item: item[1].pos):
             out.extend(self.close(key))
         return out
 
     @property
     def has_calls(self) -> bool:
-        return any(b.kind == _CALL for b in self._blocks)
+        return any(
+            type(b) is ToolCall or (isinstance(b, Block) and b.kind == CALL) for b in self._content
+        )
 
     # --- the final message --------------------------------------------------------
 
     def _message(
         self,
-        content: list[Text | Thinking | ToolCall],
+        content: tuple[Part, ...],
         stop_reason: StopReason,
         error_message: str | None = None,
     ) -> AssistantMessage:
         return AssistantMessage(
-            content=tuple(content),
+            content=content,
             stop_reason=stop_reason,
             usage=self.usage,
             model=self.model,
@@ -286,7 +213,7 @@ class ReplyBuilder:
         give an ``Error`` with the full content kept.
         """
         assert not self._open, "close_all() before finish()"
-        content = [b.final for b in self._blocks if b.final is not None]
+        content = tuple(p for p in self._content if not isinstance(p, Block))
         if stop_reason in ("error", "aborted"):
             return ev.Error(
                 message=self._message(
@@ -298,22 +225,5 @@ class ReplyBuilder:
     def fail(self, reason: str, stop_reason: StopReason = "error") -> ev.Error:
         """An ``Error`` keeping the partial content (see :func:`keep_partial`: unfinished
         tool calls are dropped and named in the error message)."""
-        content, reason = keep_partial(self._blocks_so_far(), reason)
-        return ev.Error(message=self._message(list(content), stop_reason, reason))
-
-    def _blocks_so_far(self) -> Iterator[Text | Thinking | ToolCall | UnfinishedCall]:
-        for block in self._blocks:
-            if block.final is not None:
-                yield block.final
-            elif block.kind == _TEXT:
-                yield Text(text=block.text())
-            elif block.kind == _THINKING:
-                # A signature arrives last; an unfinished one is not valid (redacted
-                # data is whole from the start).
-                yield Thinking(
-                    thinking=block.text(),
-                    signature="".join(block.signature) or None if block.redacted else None,
-                    redacted=block.redacted,
-                )
-            else:
-                yield UnfinishedCall(name=block.name, call_id=block.call_id)
+        content, reason = keep_partial(self._content, reason)
+        return ev.Error(message=self._message(content, stop_reason, reason))

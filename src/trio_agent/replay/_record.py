@@ -1,4 +1,14 @@
-"""``RecordingModel``: wrap any model and write what it was asked and answered."""
+"""``RecordingModel``: wrap any model and write what it was asked and answered.
+
+Theory of operation: each stream is the model's own, wrapped in the one stream wrapper
+(``_run._streams.StreamWrapper``): every event is handed on unchanged and logged with
+its offset, and the stream's record is written exactly once — at the stream's last event
+(the wrapper's definition: the first ``Done`` or ``Error``), before that event is handed
+on, else when the wrapper ends, whatever ended it. How the stream ended is the first
+sign seen: that last event (``done``/``error``), the stream running out (``ended``), an
+exception (``raised``), a cancellation (``cancelled``), else the consumer leaving
+(``left``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._core import _events as ev
+from .._run._streams import StreamWrapper
 from ._cassette import (
     CassetteRecord,
     EndKind,
@@ -19,9 +30,9 @@ from ._cassette import (
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import AsyncIterable, AsyncIterator, Callable
+    from collections.abc import AsyncIterable, Callable
     from contextlib import AbstractAsyncContextManager
-    from types import TracebackType
+    from typing import Self
 
     from .._core._model import Model, ModelRequest
 
@@ -109,91 +120,63 @@ class RecordingModel:
         self.records.extend(records)
 
 
-class _RecordingStream:
+class _RecordingStream(StreamWrapper):
+    """One stream of the recorded model, passed through; its record is written once:
+    at its last event (``Done``/``Error``), else when it closes."""
+
+    __slots__ = ("_ending", "_error", "_index", "_log", "_owner", "_recorded", "_request", "_t0")
+
     def __init__(self, owner: RecordingModel, index: int, request: ModelRequest) -> None:
+        super().__init__()
         self._owner = owner
         self._index = index
         self._request = request
-        self._events: list[RecordedEvent] = []
+        self._log: list[RecordedEvent] = []
         self._t0 = 0.0
-        self._end: EndKind | None = None
+        self._ending: EndKind | None = None  # how the stream ended (the first sign wins)
         self._recorded = False
         self._error: BaseException | None = None
-        self._cm: AbstractAsyncContextManager[AsyncIterable[ev.AssistantEvent]] | None = None
-        self._it: AsyncIterator[ev.AssistantEvent] | None = None
 
-    def _note(self, exc: BaseException) -> None:
-        if self._end is not None:
-            return
-        if isinstance(exc, Exception):
-            self._end, self._error = "raised", exc
-        else:
-            # Cancelled (abort, deadline, idle timeout), KeyboardInterrupt…
-            self._end = "cancelled"
-
-    async def __aenter__(self) -> _RecordingStream:
+    async def __aenter__(self) -> Self:
         await trio.lowlevel.checkpoint()
+        return await super().__aenter__()
+
+    def _open(self) -> AbstractAsyncContextManager[AsyncIterable[ev.AssistantEvent]]:
         self._owner._check()
         self._t0 = trio.current_time()
-        self._cm = self._owner.model.stream(self._request)
-        try:
-            inner = await self._cm.__aenter__()
-        except BaseException as exc:
-            self._note(exc)
-            self._cm = None
-            self._record()
-            raise
-        self._it = aiter(inner)
-        return self
+        return self._owner.model.stream(self._request)
 
-    def __aiter__(self) -> _RecordingStream:
-        return self
+    def _raised(self, exc: BaseException) -> None:
+        if self._ending is not None:
+            return
+        if isinstance(exc, StopAsyncIteration):
+            self._ending = "ended"
+        elif isinstance(exc, Exception):
+            self._ending, self._error = "raised", exc
+        else:
+            # Cancelled (abort, deadline, idle timeout), KeyboardInterrupt…
+            self._ending = "cancelled"
 
-    async def __anext__(self) -> ev.AssistantEvent:
-        assert self._it is not None
-        try:
-            event = await anext(self._it)
-        except StopAsyncIteration:
-            if self._end is None:
-                self._end = "ended"
-            raise
-        except BaseException as exc:
-            self._note(exc)
-            raise
-        self._events.append(RecordedEvent(at=trio.current_time() - self._t0, event=event))
-        if self._end is None and (type(event) is ev.Done or type(event) is ev.Error):
-            self._end = "done" if type(event) is ev.Done else "error"
+    def _event(self, event: ev.AssistantEvent) -> None:
+        self._log.append(RecordedEvent(at=trio.current_time() - self._t0, event=event))
+
+    def _last(self, event: ev.Done | ev.Error) -> None:
+        if self._ending is None:
+            self._ending = "done" if type(event) is ev.Done else "error"
             # Written before the consumer sees the reply's end: a record that cannot be
             # written fails the reply (the loop ends the run with an error) instead of
             # an error from the exit that a consumer holding a finished reply ignores.
             self._record()
-        return event
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        if exc is not None:
-            self._note(exc)
-        try:
-            assert self._cm is not None
-            # Passing the exit on unchanged: the wrapped stream shields its own clean-up
-            # as it sees fit; a shield here would change what it is asked to do.
-            return await self._cm.__aexit__(exc_type, exc, tb)  # noqa: ASYNC102
-        except BaseException as raised:
-            self._note(raised)
-            raise
-        finally:
-            self._record()
+    def _end(self, error: BaseException | None) -> None:
+        self._record()
 
     def _record(self) -> None:
         if self._recorded:
             return
         self._recorded = True
         now = trio.current_time() - self._t0
-        kind: EndKind = self._end or "left"
+        kind: EndKind = self._ending or "left"
         error: dict[str, Any] = {}
         if kind == "raised" and self._error is not None:
             error = {"error_type": type(self._error).__name__, "error_message": str(self._error)}
@@ -202,7 +185,7 @@ class _RecordingStream:
                 index=self._index,
                 digest=request_digest(self._request),
                 request=self._request,
-                events=tuple(self._events),
+                events=tuple(self._log),
                 end=StreamEnd(kind=kind, at=now, **error),
             )
         )

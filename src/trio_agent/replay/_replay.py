@@ -1,4 +1,13 @@
-"""``ReplayModel``: a cassette played back as a model, with faults injected on demand."""
+"""``ReplayModel``: a cassette played back as a model, with faults injected on demand.
+
+Theory of operation: each request's record is played by the one in-memory stream
+(``_run._streams.MemoryStream``) over the record's events up to its *cut* — the fault's
+event, else the recorded end — and then, in place of what follows, the fault or the
+recorded ending. With ``timing="none"`` events come as the in-memory stream sends them
+(a full checkpoint before the first, a cancellation check before each later one); with
+``"clock"`` each waits for its recorded offset instead. Past the last record the stream
+is one ``Error`` saying so.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +18,21 @@ import attrs
 import trio
 
 from .._core import _events as ev
+from .._core._blocks import END_EVENTS
 from .._core._errors import TrioAgentError
 from .._core._messages import AssistantMessage
 from .._core._util import one_of
 from .._run._stream import StreamAccumulator
+from .._run._streams import MemoryStream
 from ._cassette import Cassette, CassetteRecord, load_cassette, request_differences, request_digest
 
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Iterable
-    from types import TracebackType
+    from typing import Self
 
     from .._core._model import ModelRequest
+    from .._run._streams import EventHolds
 
 __all__ = [
     "CassetteMismatch",
@@ -182,6 +194,7 @@ class ReplayModel:
         self.requests: list[ModelRequest] = []
         self.mismatches: list[CassetteMismatch] = []
         self.open_streams = 0
+        self._event_holds: EventHolds | None = None  # faults are played by the stream
 
     def inject(self, fault: Fault) -> None:
         """Add a fault (replacing any other fault on the same request)."""
@@ -221,9 +234,10 @@ def _out_of_records(step: int, count: int) -> ev.Error:
 
 
 def _final_message(record: CassetteRecord) -> AssistantMessage | None:
-    for item in reversed(record.events):
-        if type(item.event) is ev.Done or type(item.event) is ev.Error:
-            return item.event.message
+    """The message of the record's last event (the first ``Done`` or ``Error``), if any."""
+    for item in record.events:
+        if type(item.event) in END_EVENTS:
+            return item.event.message  # type: ignore[union-attr]
     return None
 
 
@@ -239,7 +253,16 @@ def _partial(record: CassetteRecord, count: int) -> StreamAccumulator:
     return acc
 
 
-class _ReplayStream:
+class _ReplayStream(MemoryStream[ev.AssistantEvent]):
+    """One recorded stream played back: its events up to the ``cut`` — the fault's
+    event, else the recorded end — then the fault or the recorded ending.
+
+    With ``timing="none"`` the events are played as the in-memory stream plays them;
+    with ``"clock"`` each one waits for its recorded offset instead.
+    """
+
+    __slots__ = ("_cut", "_fault", "_finished", "_mismatch", "_model", "_record", "_t0")
+
     def __init__(
         self,
         model: ReplayModel,
@@ -248,69 +271,67 @@ class _ReplayStream:
         mismatch: CassetteMismatch | None,
         fault: Fault | None,
     ) -> None:
+        events: list[ev.AssistantEvent]
+        if record is None:
+            # Past the last record: one Error saying so, whatever fault was asked for.
+            events = [_out_of_records(step, len(model.cassette.records))]
+            cut = 1
+            fault = None
+        else:
+            cut = len(record.events) if fault is None else min(fault.event, len(record.events))
+            events = [item.event for item in record.events[:cut]]
+        super().__init__(events, model, step)
         self._model = model
-        self._step = step
         self._record = record
         self._mismatch = mismatch
         self._fault = fault
-        self._i = 0
+        self._cut = cut
         self._t0 = 0.0
         self._finished = False
 
-    async def __aenter__(self) -> _ReplayStream:
+    async def __aenter__(self) -> Self:
         await trio.lowlevel.checkpoint()
         if self._mismatch is not None:
             raise self._mismatch
         self._t0 = trio.current_time()
-        self._model.open_streams += 1
-        return self
+        return await super().__aenter__()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._model.open_streams -= 1
-
-    def __aiter__(self) -> _ReplayStream:
-        return self
-
-    async def _wait_until(self, at: float) -> None:
-        if self._model.timing == "clock":
-            await trio.sleep_until(self._t0 + at)
-        elif self._i == 0:
-            await trio.lowlevel.checkpoint()
-        else:
-            await trio.lowlevel.checkpoint_if_cancelled()
+    def _offset(self, i: int) -> float:
+        """When event ``i`` (the cut's ending for ``i == cut``) was sent."""
+        record = self._record
+        if record is None:
+            return 0.0
+        return record.events[i].at if i < len(record.events) else record.end.at
 
     async def __anext__(self) -> ev.AssistantEvent:
-        record = self._record
         if self._finished:
             raise StopAsyncIteration
-        if record is None:
-            await self._wait_until(0.0)
-            self._finished = True
-            return _out_of_records(self._step, len(self._model.cassette.records))
         i = self._i
-        events = record.events
+        record = self._record
+        if i == self._cut and self._fault is None:
+            # A recorded Done/Error (or no record at all): the stream ends right after
+            # its last event, as the recorded one did.
+            if record is None or record.end.kind in ("done", "error"):
+                self._finished = True
+                raise StopAsyncIteration
+        if self._model.timing == "clock":
+            await trio.sleep_until(self._t0 + self._offset(i))
+            if i < self._cut:
+                self._i = i + 1
+                return self._events[i]
+        else:
+            try:
+                return await super().__anext__()
+            except StopAsyncIteration:
+                pass  # the cut, reached after the same checkpoint an event gets
+        assert record is not None
         fault = self._fault
-        if fault is not None and i == min(fault.event, len(events)):
-            at = events[i].at if i < len(events) else record.end.at
-            await self._wait_until(at)
+        if fault is not None:
             if fault.kind == "stall":
                 # Nothing more, ever: only the consumer's cancel ends this stream.
                 await trio.sleep_forever()
             return self._inject(fault, record)
-        if i < len(events):
-            await self._wait_until(events[i].at)
-            self._i = i + 1
-            return events[i].event
         end = record.end
-        if end.kind in ("done", "error"):
-            self._finished = True
-            raise StopAsyncIteration
-        await self._wait_until(end.at)
         self._finished = True
         if end.kind == "raised":
             raise _recorded_error(end.error_type, end.error_message)

@@ -12,9 +12,10 @@ import trio
 from .._core import _events as ev
 from .._core._messages import AssistantMessage, Text, Thinking, ToolCall
 from .._core._model import ModelRequest
+from .._run._streams import MemoryStream
 
 if TYPE_CHECKING:
-    from types import TracebackType
+    from .._run._streams import EventHolds
 
 __all__ = ["PausePoint", "Response", "ScriptedModel", "events_for"]
 
@@ -92,6 +93,22 @@ class PausePoint:
         await self._released.wait()
 
 
+@attrs.define
+class _Hold:
+    """What a stream of a :class:`ScriptedModel` does before one of its events: wait at
+    a pause point until released, then raise a failure (each optional)."""
+
+    pause: PausePoint | None = None
+    failure: BaseException | None = None
+
+    async def __call__(self) -> None:
+        if self.pause is not None:
+            self.pause.reached.set()
+            await self.pause.wait_released()
+        if self.failure is not None:
+            raise self.failure
+
+
 class ScriptedModel:
     """Replays one response per request, as a stream, and records every request.
 
@@ -132,8 +149,8 @@ class ScriptedModel:
         self.request_count = 0
         # Created on first use: a thousand models at once (one per run) stay small.
         self._cache: dict[int, Sequence[ev.AssistantEvent]] | None = None
-        self._pauses: dict[tuple[int, int], PausePoint] | None = None
-        self._failures: dict[tuple[int, int], BaseException] | None = None
+        # Pauses and failures by (request, event), read by the streams at each event.
+        self._event_holds: EventHolds | None = None
         self.requests: list[ModelRequest] = []
         self.open_streams = 0
 
@@ -144,16 +161,20 @@ class ScriptedModel:
     def pause_at(self, step: int, index: int) -> PausePoint:
         """Pause request ``step`` (0-based) before it sends event ``index`` (0-based)."""
         point = PausePoint(step=step, index=index)
-        if self._pauses is None:
-            self._pauses = {}
-        self._pauses[(step, index)] = point
+        self._hold(step, index).pause = point
         return point
 
     def fail_at(self, step: int, index: int, error: BaseException) -> None:
         """Make request ``step`` raise ``error`` instead of sending event ``index``."""
-        if self._failures is None:
-            self._failures = {}
-        self._failures[(step, index)] = error
+        self._hold(step, index).failure = error
+
+    def _hold(self, step: int, index: int) -> _Hold:
+        if self._event_holds is None:
+            self._event_holds = {}
+        hold = self._event_holds.get((step, index))
+        if not isinstance(hold, _Hold):
+            hold = self._event_holds[(step, index)] = _Hold()
+        return hold
 
     def _events(self, step: int, request: ModelRequest) -> Sequence[ev.AssistantEvent]:
         if step >= len(self._responses):
@@ -187,7 +208,7 @@ class ScriptedModel:
             self._cache[step] = events
         return events
 
-    def stream(self, request: ModelRequest) -> _ScriptStream:
+    def stream(self, request: ModelRequest) -> MemoryStream[ev.AssistantEvent]:
         """The next response, as a stream (the ``Model`` protocol); records ``request``.
 
         Entering and iterating follow the rules above; leaving the ``async with``
@@ -197,55 +218,4 @@ class ScriptedModel:
         self.request_count = step + 1
         if self._keep_requests:
             self.requests.append(request)
-        return _ScriptStream(self, step, self._events(step, request))
-
-
-class _ScriptStream:
-    __slots__ = ("_events", "_i", "_model", "_step")
-
-    def __init__(
-        self, model: ScriptedModel, step: int, events: Sequence[ev.AssistantEvent]
-    ) -> None:
-        self._model = model
-        self._step = step
-        self._events = events
-        self._i = 0
-
-    async def __aenter__(self) -> _ScriptStream:
-        self._model.open_streams += 1
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._model.open_streams -= 1
-
-    def __aiter__(self) -> _ScriptStream:
-        return self
-
-    async def __anext__(self) -> ev.AssistantEvent:
-        i = self._i
-        model = self._model
-        if model._pauses is not None or model._failures is not None:
-            key = (self._step, i)
-            point = None if model._pauses is None else model._pauses.get(key)
-            if point is not None:
-                point.reached.set()
-                await point.wait_released()
-            failure = None if model._failures is None else model._failures.get(key)
-            if failure is not None:
-                raise failure
-        # One scheduling point per stream (like the first network read), then only a
-        # cancellation check per event: an in-memory replay must stay far cheaper than
-        # the loop it drives, or benchmarks measure the fake.
-        if i == 0:
-            await trio.lowlevel.checkpoint()
-        else:
-            await trio.lowlevel.checkpoint_if_cancelled()
-        if i >= len(self._events):
-            raise StopAsyncIteration
-        self._i = i + 1
-        return self._events[i]
+        return MemoryStream(self._events(step, request), self, step)
