@@ -40,7 +40,7 @@ hence set and dict order, fixed) and seeds trio's scheduler (``trio._core._run._
 random source that orders each batch of runnable tasks) before its first ``trio.run``, so
 two runs of the same code agree to about a thousand instructions in 1.6 G (W1). W3's
 tools sleep 10 ms on the real clock, so how many scheduler passes wait for them depends a
-little on timing: a few hundred thousand instructions per process, within 0.05% of its
+little on timing: a few hundred thousand instructions per process, within 0.06% of its
 counts.
 
 Most of each process's time under valgrind is the interpreter's start-up and imports
