@@ -47,7 +47,7 @@ from trio_agent import (
 )
 from trio_agent._core._call_ids import CallIds
 from trio_agent._core._pairing import transcript_violations
-from trio_agent._core._policy import decide
+from trio_agent._core._turn import decide
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:

@@ -398,7 +398,7 @@ async def test_no_limit_means_no_usage_limit_end() -> None:
 
 def test_the_budget_rule_alone() -> None:
     # The end rule the runner asks before each request after the first (sans-IO).
-    from trio_agent._core._policy import over_budget
+    from trio_agent._core._turn import over_budget
 
     so_far = used(150, 20, 50)  # 200 prompt tokens, 20 output
     assert not over_budget(so_far, 100, max_input_tokens=None, max_output_tokens=None)

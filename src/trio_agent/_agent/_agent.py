@@ -183,7 +183,7 @@ class Agent:
             self._queues.steering.append(message)
             return
         self._queues.steering.appendleft(message)
-        self._slot.interrupt(message)
+        self._slot.interrupt()
 
     def follow_up(self, message: str | Message) -> None:
         """Queue a message for when the model would otherwise stop. Not a checkpoint.

@@ -182,7 +182,6 @@ class RunSlot:
         active = ActiveRun()
         self.active = active
         self._view.begin()
-        self._queues.interrupting = None
         return active
 
     def attach(self, active: ActiveRun, runner: Runner) -> None:
@@ -244,16 +243,13 @@ class RunSlot:
             )
         return prompts
 
-    def interrupt(self, message: Message) -> None:
-        """``message``, just queued at the front of the steering queue, interrupts the
-        active run (see ``Agent.steer``); nothing happens when none is active."""
+    def interrupt(self) -> None:
+        """A message just queued at the front of the steering queue interrupts the
+        active run (see ``Agent.steer``); nothing happens when none is active (the
+        message waits in the queue), or when the run is being aborted or has ended."""
         active = self.active
-        if active is None or active.finalized:
-            return
-        queues = self._queues
-        queues.interrupting = message
-        if active.run is not None and active.run.interrupt():
-            queues.interrupting = None
+        if active is not None and not active.finalized and active.run is not None:
+            active.run.interrupt()
 
     def abort(self, reason: str | None, grace: float | None = None) -> None:
         """Abort the active run (see ``Agent.abort``). Nothing is awaited between
@@ -273,7 +269,6 @@ class RunSlot:
         self._queues.put_back(active.taken, result.messages if result is not None else ())
         self._view.end(result)
         active.resets_at_end = self._view.resets
-        self._queues.interrupting = None
 
     def finish(
         self, active: ActiveRun, result: AgentRunResult | None, error: AgentRunError | None

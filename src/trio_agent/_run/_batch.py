@@ -2,22 +2,24 @@
 nursery, finalize each, and hand back results in declaration order.
 
 Theory of operation: every call has a :class:`CallState` that records how far it got
-(Start emitted, result known, result appended). The run keeps the batch while it runs, so
-that whatever stops it — an abort, an outer cancel scope, an interrupt, the end of an
-``abort(grace=...)`` — the states say exactly which calls still need a result. In a
-parallel batch, results are appended to the transcript only once the whole batch is
-over, in declaration order; ``ToolExecutionEnd`` events go out in completion order as
-calls finish. In a sequential batch each call is finalized before the next starts:
-its result is appended as it settles, its ``MessageStart``/``MessageEnd`` right after its
-``ToolExecutionEnd`` (pi's order), so a crash mid-batch loses no finished result.
+(Start emitted, result known). The run keeps the batch while it runs, so that whatever
+stops it — an abort, an outer cancel scope, an interrupt, the end of an
+``abort(grace=...)`` — the states say exactly which calls still need a result, and
+:meth:`Batch.close` gives them the one the run names. Each call's result is reported to
+the run once, as it settles (``settled``: the turn machine's ``settle``), and the run
+alone appends results to the transcript: in sequential mode as each settles (its
+``MessageStart``/``MessageEnd`` right after its ``ToolExecutionEnd``, pi's order), in
+parallel mode all of them in declaration order once the batch is over.
+``ToolExecutionEnd`` events go out in completion order as calls finish. In a sequential
+batch each call is finalized before the next starts.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -34,22 +36,14 @@ from .._core._config import (
 from .._core._messages import AssistantMessage, Image, Text, ToolCall, ToolResultMessage
 from .._core._serde import check_json
 from .._core._tools import Tool, ToolContext, ToolOutput
+from .._core._turn import BatchEnd, ToolIndex, runs_sequentially
 from .._core._util import hook_returned, make_result, maybe_await, result_content, result_message
 
 if TYPE_CHECKING:
     from .._core._observer import ObservedCall, Probe
     from ._delivery import EventDelivery
 
-__all__ = ["Batch", "CallState", "Closed", "runs_sequentially"]
-
-
-def runs_sequentially(config: LoopConfig, tools: Iterable[Tool], calls: Iterable[ToolCall]) -> bool:
-    """Whether the calls of one reply run in sequential mode: the config says so, or one
-    of them names a tool with ``execution_mode="sequential"`` (as in pi)."""
-    if config.tool_execution == "sequential":
-        return True
-    named = {t.name for t in tools if t.execution_mode == "sequential"}
-    return bool(named) and any(call.name in named for call in calls)
+__all__ = ["Batch", "CallState", "Settled"]
 
 
 class CallState(ToolContext):
@@ -62,7 +56,6 @@ class CallState(ToolContext):
     """
 
     __slots__ = (
-        "appended",
         "args",
         "end",
         "obs",
@@ -83,7 +76,6 @@ class CallState(ToolContext):
         self.args: Mapping[str, Any] = call.arguments
         self.start_emitted = False
         self.result: ToolResultMessage | None = None
-        self.appended = False  # the result is in the transcript already (sequential mode)
         self.outcome: ev.ToolOutcome = "ok"
         self.terminate = False
         self.start = math.nan
@@ -116,24 +108,10 @@ class CallState(ToolContext):
         )
 
 
-class Closed(NamedTuple):
-    """What the run takes from a batch that is over (see :meth:`Batch.close`)."""
-
-    events: list[ev.AgentEvent]
-    """The events still owed: the stopped calls' start and end events (in sequential
-    mode, each call's end followed by its result message's start and end)."""
-    results: list[ToolResultMessage]
-    """Every call's result, in declaration order."""
-    unappended: list[ToolResultMessage]
-    """The results not in the transcript yet, in declaration order (now marked in), for
-    the run to append (always empty in sequential mode: the batch appends each itself)."""
-    stats: ev.TurnStats
-    terminate: bool
-    """Every result set ``terminate`` (and there was at least one)."""
-
-
-Append = Callable[[ToolResultMessage], list[ev.AgentEvent]]
-"""Appends a result to the transcript at once; returns its MessageStart/MessageEnd."""
+Settled = Callable[[ToolResultMessage], Sequence[ev.AgentEvent]]
+"""Reports a call's result to the run, once; returns the events of what that did to the
+transcript (its result message's start and end in sequential mode; none in parallel
+mode, where the run appends every result once the batch is over)."""
 
 
 class Batch:
@@ -143,12 +121,11 @@ class Batch:
     """
 
     __slots__ = (
-        "_append",
         "_clock",
         "_ended_at",
-        "_interleave",
         "_peak",
         "_running",
+        "_settled",
         "_sink",
         "_started_at",
         "_tools",
@@ -156,9 +133,8 @@ class Batch:
         "context",
         "message",
         "probe",
+        "sequential",
         "states",
-        "stop_outcome",
-        "stop_text",
     )
 
     def __init__(
@@ -169,19 +145,18 @@ class Batch:
         context: Context,
         config: LoopConfig,
         sink: EventDelivery,
-        append: Append,
+        settled: Settled,
+        tools: ToolIndex,
     ) -> None:
         self.message = message
         self.states = [CallState(c, sink) for c in calls]
         self.context = context
         self.config = config
         self._sink = sink
-        self._append = append
-        self._tools = {t.name: t for t in context.tools}
-        # Sequential: each result appended as its call settles (or is stopped).
-        self._interleave = runs_sequentially(config, context.tools, calls)
-        self.stop_outcome: ev.ToolOutcome = "aborted"
-        self.stop_text = "Tool call aborted: the run was aborted."
+        self._settled = settled
+        self._tools = tools.by_name
+        # Sequential: each call prepared, executed and finalized before the next starts.
+        self.sequential = runs_sequentially(config, tools, calls)
         self._running = 0
         self._peak = 0
         # The run's clock, read directly: a call is timed twice.
@@ -197,7 +172,7 @@ class Batch:
         ``Cancelled`` propagates with the calls unfinished; the run ends them."""
         self._started_at = self._clock.current_time()
         try:
-            if self._interleave:
+            if self.sequential:
                 for st in self.states:
                     if await self._prepare(st):
                         await self._execute_now(st)
@@ -223,18 +198,17 @@ class Batch:
         finally:
             self._ended_at = self._clock.current_time()
 
-    def close(self) -> Closed:
-        """Give every call without a result its stop result, and hand over what the run
-        takes from the batch (one pass over the calls).
+    def close(self, outcome: ev.ToolOutcome, text: str) -> BatchEnd:
+        """Give every call without a result the result ``text`` with ``outcome`` (the
+        run says which: an interrupt's or an abort's), and hand over what the run takes
+        from the batch (one pass over the calls).
 
-        In sequential mode each stopped call is finalized in turn, as if it had settled:
-        its ``ToolExecutionEnd``, then its result message, then the next call's events
-        (pi's order). In parallel mode the stopped calls' events come first and the run
-        appends the results after them.
+        Each stopped call settles in turn: its ``ToolExecutionEnd``, then what the run
+        made of its result (in sequential mode its result message: pi's order). In
+        parallel mode the run appends every result after these events.
         """
         events: list[ev.AgentEvent] = []
         results: list[ToolResultMessage] = []
-        unappended: list[ToolResultMessage] = []
         timings: list[ev.CallTiming] = []
         total = longest = waited = 0.0
         terminate = bool(self.states)
@@ -244,21 +218,11 @@ class Batch:
                 events.append(st.start_event())
             result = st.result
             if result is None:
-                result = st.result = make_result(st.call, self.stop_text, is_error=True)
-                st.outcome = self.stop_outcome
-                if st.obs is not None:
-                    st.obs.end(result, st.outcome)
+                result = make_result(st.call, text, is_error=True)
+                settled = self._record(st, result, outcome)
                 events.append(st.end_event())
+                events.extend(settled)
             results.append(result)
-            if not st.appended:
-                # In sequential mode a finished call's result is in the transcript
-                # already (appended as the call settled) and a stopped one's goes in
-                # now, right after its end; in parallel mode the run appends them all.
-                st.appended = True
-                if self._interleave:
-                    events.extend(self._append(result))
-                else:
-                    unappended.append(result)
             terminate = terminate and st.terminate
             start, end = st.start, st.end
             # NaN (the call never ran, or never finished) is the one value not equal
@@ -287,28 +251,29 @@ class Batch:
             waited_on_limit=waited,
             calls=tuple(timings),
         )
-        return Closed(events, results, unappended, stats, terminate)
+        return BatchEnd(events, results, stats, terminate)
 
     # --- one call ----------------------------------------------------------------------
 
-    def _settle_now(
+    def _record(
         self, st: CallState, result: ToolResultMessage, outcome: ev.ToolOutcome
-    ) -> list[ev.AgentEvent] | None:
-        """Record the call's result; the events to deliver (None while nothing listens)."""
+    ) -> Sequence[ev.AgentEvent]:
+        """Record the call's result and report it to the run; returns the events of what
+        the run did with it."""
         st.result = result
         st.outcome = outcome
         if st.obs is not None:
             st.obs.end(result, outcome)
-        if self._interleave:
-            # Sequential: the result enters the transcript now, its MessageStart and
-            # MessageEnd right after the call's ToolExecutionEnd (as in pi), so a crash
-            # later in the batch loses no finished result.
-            st.appended = True
-            events = self._append(result)
-            if self._sink.listening:
-                return [st.end_event(), *events]
-        elif self._sink.listening:
-            return [st.end_event()]
+        return self._settled(result)
+
+    def _settle_now(
+        self, st: CallState, result: ToolResultMessage, outcome: ev.ToolOutcome
+    ) -> list[ev.AgentEvent] | None:
+        """Record the call's result; the events to deliver (None while nothing listens):
+        its ``ToolExecutionEnd``, then what the run made of the result."""
+        settled = self._record(st, result, outcome)
+        if self._sink.listening:
+            return [st.end_event(), *settled]
         return None
 
     async def _settle(

@@ -18,8 +18,7 @@ from .._core._config import AgentRunResult, Context, LoopConfig
 from .._core._errors import AgentRunError
 from .._core._serde import as_prompts
 from .._core._util import representative
-from ._run_state import check_run_inputs
-from ._runner import OnEvent, Runner
+from ._runner import OnEvent, Runner, check_run_inputs
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -19,12 +19,13 @@ tail sends queued steering, else follow-ups. ``has_queued_messages`` tells wheth
 anything waits; ``while agent.has_queued_messages: await agent.continue_()`` answers
 late messages at once (from a non-empty transcript).
 
-``steer(m, interrupt=True)`` puts ``m`` at the front of the steering queue and calls
-:meth:`AgentRun.interrupt`, which cuts the running batch or reply; the run then reaches
-its steering poll and delivers ``m``. If neither a batch nor a reply runs at that moment
+``steer(m, interrupt=True)`` puts ``m`` at the front of the steering queue and
+interrupts the run, which cuts the running batch or reply; the run then reaches its
+steering poll and delivers ``m``. If neither a batch nor a reply runs at that moment
 (the request is being prepared, or the reply has just ended and its batch not begun), the
-loop keeps the interrupt until its next steering poll: a batch that starts first is
-cancelled, and a request about to go out takes ``m`` first.
+run keeps the interrupt until its next steering poll: a batch that starts first is
+cancelled, and a request about to go out takes ``m`` first (the interrupt's states are
+the turn machine's, ``_core._turn``). The queues hold no interrupt state.
 
 :class:`MessageQueues` is the bookkeeping only (the Agent decides when to take and put
 back): nothing in it is a checkpoint.
@@ -69,18 +70,15 @@ def as_message(message: object) -> Message:
 
 @attrs.define(eq=False)
 class MessageQueues:
-    """The steering and follow-up queues, oldest first, and the interrupting message.
+    """The steering and follow-up queues, oldest first.
 
     Attributes:
         steering: messages for the model to read as soon as possible.
         follow_ups: messages for when the model would otherwise stop.
-        interrupting: the message of a ``steer(..., interrupt=True)`` that no poll has
-            delivered yet (None once one has, or when the queues are cleared).
     """
 
     steering: deque[Message] = attrs.field(factory=deque)
     follow_ups: deque[Message] = attrs.field(factory=deque)
-    interrupting: Message | None = None
 
     def take(self, taken: list[tuple[Kind, Message]], kind: Kind, mode: QueueMode) -> list[Message]:
         """Remove and return the oldest message of the ``kind`` queue (all of them with
@@ -94,9 +92,6 @@ class MessageQueues:
         else:
             out = [queue.popleft()]
         taken.extend((kind, m) for m in out)
-        if self.interrupting is not None and any(m is self.interrupting for m in out):
-            # The interrupting message is delivered now: nothing is left to interrupt.
-            self.interrupting = None
         return out
 
     def put_back(self, taken: list[tuple[Kind, Message]], delivered: Sequence[Message]) -> None:
@@ -123,5 +118,4 @@ class MessageQueues:
         out = (tuple(self.steering), tuple(self.follow_ups))
         self.steering.clear()
         self.follow_ups.clear()
-        self.interrupting = None
         return out

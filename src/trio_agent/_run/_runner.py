@@ -1,21 +1,21 @@
-"""The runner: one run of pi's two-level loop (started by ``_loop``'s entry points).
+"""The runner: the trio driver of one run (started by ``_loop``'s entry points).
 
 Theory of operation
 -------------------
-A run is one :class:`Runner`. Its state is plain data, kept by its base class
-``_run_state.RunState`` — the working transcript, the messages it appended, the messages
-polled but not yet appended (``pending``), the turn in progress
-(``turn_open``/``turn_message``/``turn_results``), the reply being streamed (``acc``),
-the tool batch being run (``batch``) and where the run is in its lifecycle
-(``lifecycle``: running, aborting, ended, aborted — see ``_run_state.Lifecycle``) — and
-updated *synchronously*, before any event about it is emitted (so code that reads the
-state — the Agent's ``state`` — never lags the events). This module is the loop that
-drives it: every ``await`` of a run is here.
-Events are delivered afterwards by ``_delivery.EventDelivery`` (to the ``on_event`` sink,
-then the channel; each exactly once, in order, whatever cancels a delivery — see there).
-Whatever ends the run, at whatever checkpoint — the run's own cancel scope (``abort``),
-the caller's cancel scope, an exception — ``RunState._close`` can read the state, give
-every unanswered call a result, and queue the closing events.
+Where a run goes is decided by its turn machine (``_core._turn.TurnMachine``: the
+loop's steps, the limits, the polls, what a reply means, the interrupt, the abort and
+the end, as tables; see the theory of operation there). The machine never awaits. A
+:class:`Runner` drives it: it asks the machine for the next step (``next()``),
+performs it — emits the events, calls a hook or a poll, streams the reply, runs the
+batch, takes a checkpoint — and hands back what came of it. Every ``await`` of a run
+is here; every change to the run's state is one synchronous call into the machine,
+made *before* the events about it are emitted (so code that reads the state — the
+Agent's ``state`` — never lags the events), and never cut half-way by a cancel.
+Events are delivered by ``_delivery.EventDelivery`` (to the ``on_event`` sink, then the
+channel; each exactly once, in order, whatever cancels a delivery — see there).
+Whatever ends the run, at whatever checkpoint — the run's own cancel scope
+(``abort``), the caller's cancel scope, an exception — ``TurnMachine.close`` finds the
+state whole, gives every unanswered call a result, and builds the closing events.
 That is the pairing invariant: it never depends on how far an ``await`` got. After an
 abort or an outer cancel, the closing events are delivered within
 ``LoopConfig.cleanup_timeout`` (a stuck sink cannot keep the run from ending).
@@ -23,18 +23,15 @@ abort or an outer cancel, the closing events are delivered within
 Cancel scopes: entering one costs about as much as a full checkpoint, so a run has as
 few as it can. A run that another task may abort or interrupt (``open_agent_loop``, the
 Agent) runs in one scope of its own. An abort cancels it and the run ends. An interrupt
-cancels it too: the scope catches that, and the run goes on in a fresh scope, which
-first ends the turn that was cut short (:meth:`Runner._end_cut_turn`; the loop's own
-place is kept in a ``_Progress``). So a run has one scope, plus one per interrupt — none
-per turn. A ``run_agent_loop`` run, which nothing outside can reach, has none (the
-caller's scopes still stop it) unless ``run_timeout`` gives it one, with that deadline
-(which ends the run ``timeout``, cleaned up as an abort); ``stream_idle_timeout`` adds
-one around each stream.
+cancels it too: the scope catches that, and the run goes on in a fresh scope, where the
+machine first asks to end the turn that was cut short (``end_cut_turn``). So a run has
+one scope, plus one per interrupt — none per turn. A ``run_agent_loop`` run, which
+nothing outside can reach, has none (the caller's scopes still stop it) unless
+``run_timeout`` gives it one, with that deadline (which ends the run ``timeout``,
+cleaned up as an abort); ``stream_idle_timeout`` adds one around each stream.
 
-``_policy.decide`` says what each reply means (the stop-reason table); ``_batch.Batch``
-runs one batch of tool calls; ``_stream.StreamAccumulator`` turns the model's events into
-the assistant message; ``_call_ids.CallIds`` renames a call id the transcript already
-holds.
+``_batch.Batch`` runs one batch of tool calls; ``_stream.StreamAccumulator`` turns the
+model's events into the assistant message.
 
 Exception policy: a tool's or the model's ``Exception`` becomes data (an error result, an
 ``error`` reply). Any other ``Exception`` (a hook, the event sink, a bug) ends the run with
@@ -46,89 +43,230 @@ after the clean-up, never wrapped in an exception group.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
-import attrs
 import trio
 
 from .._core import _events as ev
-from .._core._config import NextTurn
-from .._core._errors import AgentRunError
-from .._core._messages import as_history
-from .._core._policy import TERMINATED, Decision, decide, interrupted, natural_end
+from .._core._config import Context, NextTurn, check_loop_config
+from .._core._errors import AgentRunError, AgentUsageError
+from .._core._messages import AssistantMessage, as_history
+from .._core._model import check_model
+from .._core._observer import Probe
 from .._core._serde import as_prompts
+from .._core._turn import TurnMachine, default_convert
 from .._core._util import NO_SCOPE, hook_returned, maybe_await, representative
 from ._batch import Batch
-from ._delivery import OnEvent, SinkFailure
+from ._delivery import EventDelivery, OnEvent, SinkFailure
 from ._observed import ObservedStream
-from ._run_state import Interrupt, RunState, default_convert
 from ._stream import StreamAccumulator
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
-    from .._core._config import AgentRunResult
-    from .._core._messages import AssistantMessage, Message, Usage
-    from .._core._model import ModelRequest
+    from .._core._config import AgentRunResult, LoopConfig, MaybeAwaitable, Messages
+    from .._core._messages import Message, Usage
+    from .._core._model import Model
+    from .._core._turn import AbortAct
 
-__all__ = ["OnEvent", "Runner"]
+    PollHook: TypeAlias = Callable[[], MaybeAwaitable[Messages]] | None
 
-
-@attrs.define(slots=True)
-class _Progress:
-    """Where a run's loop is, kept across the scopes it runs in (an interrupt that cuts
-    a turn short ends the scope; the loop goes on in a fresh one)."""
-
-    first: bool = True  # no turn has started yet
-    has_more: bool = True  # the last turn asks for another
-    last: Decision | None = None  # what the last turn came to
-    cut: bool = False  # an interrupt cut the current turn short
+__all__ = ["OnEvent", "Runner", "check_run_inputs"]
 
 
-class Runner(RunState):
-    """One run: the two-level loop over its state (see the module docstring).
+def check_run_inputs(context: object, model: object, config: object) -> None:
+    """The door check of a run's context, model and config (its prompts go through
+    ``as_prompts``): each must be what it says, so that a wrong one is a ``TypeError``
+    naming it before anything runs, not an ``AttributeError`` at the first request.
+    """
+    if not isinstance(context, Context):
+        raise TypeError(f"context must be a trio_agent.Context, not {type(context).__name__}")
+    check_model(model)
+    check_loop_config(config)
 
-    The state, its attributes (``__slots__``) and its synchronous changes — ``abort``,
-    ``interrupt``, ``listen``, the closing — are the base class's (``_run_state``).
+
+class Runner:
+    """One run: drives its :class:`TurnMachine` (see the module docstring).
+
+    Slotted: a thousand runs at once each save the instance dictionary.
     """
 
-    __slots__ = ()
+    __slots__ = ("m", "probe", "scope", "sink", "token")
 
-    # --- the run ------------------------------------------------------------------------
+    def __init__(
+        self,
+        prompts: Sequence[Message] | str,
+        context: Context,
+        model: Model,
+        config: LoopConfig,
+        *,
+        on_event: OnEvent | None = None,
+        send: trio.MemorySendChannel[ev.AgentEvent] | None = None,
+        controlled: bool = True,
+        polls: tuple[PollHook, PollHook] | None = None,
+        delivery: EventDelivery | None = None,
+    ) -> None:
+        prompts = as_prompts(prompts)
+        check_run_inputs(context, model, config)
+        if not prompts:
+            last = context.messages[-1] if context.messages else None
+            if last is None or type(last) is AssistantMessage:
+                raise AgentUsageError(
+                    "nothing to continue from: with no prompts, the context must end in a "
+                    "user, tool-result or custom message (pass a prompt instead)"
+                )
+        # Only a channel's consumer can go away; the callback is dropped when the run
+        # ends (see EventDelivery.close), so a run is not a reference cycle.
+        self.sink = (
+            delivery
+            if delivery is not None
+            else EventDelivery(on_event, send, self._consumer_gone if send is not None else None)
+        )
+        self.m = TurnMachine(
+            prompts,
+            context,
+            model,
+            config,
+            listener=self.sink,
+            # The steering and follow-up polls: the config's, or ``polls`` (the Agent's
+            # queues, given apart so that no per-run copy of its config is made).
+            polls=(
+                (config.get_steering_messages, config.get_follow_up_messages)
+                if polls is None
+                else polls
+            ),
+            interruptible=controlled,
+        )
+        # A run that another task may abort or interrupt (through open_agent_loop's
+        # handle, or the Agent) has a cancel scope of its own. A run nobody can reach
+        # (run_agent_loop) needs none — the caller's own cancel scopes still stop it —
+        # and saves its cost; unless it has a run_timeout: its deadline is on the run's
+        # scope.
+        self.scope = trio.CancelScope() if controlled or config.run_timeout is not None else None
+        self.token = trio.lowlevel.current_trio_token()
+        self.probe = Probe.make(config.observer)  # None: nothing observes the run
+
+    # --- what others read ----------------------------------------------------------------
+
+    @property
+    def result(self) -> AgentRunResult | None:
+        """How the run ended; None while it runs."""
+        return self.m.result
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run ended (its result is set; closing events may still be going
+        out)."""
+        return self.m.ended
+
+    @property
+    def new_messages(self) -> list[Message]:
+        """The messages the run appended so far (the run's own list: do not change it)."""
+        return self.m.new_messages
+
+    @property
+    def steps(self) -> int:
+        """Model requests made so far."""
+        return self.m.steps
+
+    @property
+    def usage(self) -> Usage:
+        """The token counts of the replies this run appended so far, summed."""
+        return self.m.usage
+
+    @property
+    def acc(self) -> StreamAccumulator | None:
+        """The reply being streamed, if one is."""
+        return cast("StreamAccumulator | None", self.m.acc)
+
+    @property
+    def batch(self) -> Batch | None:
+        """The batch being run, if one is."""
+        return cast("Batch | None", self.m.batch)
+
+    # --- control from other tasks ------------------------------------------------------
+
+    def abort(self, reason: str | None = None, grace: float | None = None) -> None:
+        """Stop the run (see ``AgentRun.abort``); not a checkpoint."""
+        self._act(
+            self.m.abort(reason, grace=grace is not None and grace > 0 and self.scope is not None),
+            grace,
+        )
+
+    def _act(self, act: AbortAct, grace: float | None = None) -> None:
+        if act == "cancel":
+            self._cancel()
+        elif act == "grace":
+            # The batch runs in the run's scope: the calls get `grace` to finish.
+            assert self.scope is not None
+            assert grace is not None
+            self.scope.deadline = min(self.scope.deadline, trio.current_time() + grace)
+        else:
+            # The run is delivering its closing events: what is left goes out within
+            # cleanup_timeout (a stuck consumer cannot keep the run from ending).
+            closing = self.sink.closing_scope
+            if closing is not None:
+                closing.deadline = min(
+                    closing.deadline, trio.current_time() + self.m.config.cleanup_timeout
+                )
+            else:
+                self._cancel()
+
+    def _cancel(self) -> None:
+        """Cancel the run's own scope (only a controlled run is aborted or interrupted:
+        it has one)."""
+        assert self.scope is not None, "only a controlled run is aborted or interrupted"
+        self.scope.cancel()
+
+    def interrupt(self) -> bool:
+        """Cut the running batch or reply short; the run goes on (see the turn machine's
+        interrupt). False when the run is aborting or ended: nothing to interrupt."""
+        cut = self.m.request_interrupt()
+        if cut is None:
+            return False
+        if cut:
+            self._cancel()
+        return True
+
+    def _consumer_gone(self) -> None:
+        self.abort("the event consumer closed the channel")
+
+    # --- the run -------------------------------------------------------------------------
 
     def run(self) -> Coroutine[Any, Any, AgentRunResult]:
         """The run, to await (a plain method returning the coroutine: one frame less
         kept alive for as long as the run lasts)."""
         if self.probe is not None:
             return self.probe.run(
-                self._run, model=self.model, prompts=tuple(self.pending), ended=self._ended
+                self._run, model=self.m.model, prompts=tuple(self.m.pending), ended=self._ended
             )
         return self._run()
 
     def _ended(self) -> tuple[ev.EndReason | None, int, Usage]:
-        result = self.result
-        return (None if result is None else result.reason), self.steps, self.usage
+        m = self.m
+        return (None if m.result is None else m.result.reason), m.steps, m.usage
 
     async def _run(self) -> AgentRunResult:
+        m = self.m
         failure: BaseException | None = None
-        progress = _Progress()
-        if self.config.run_timeout is not None:
+        timeout = m.config.run_timeout
+        if timeout is not None:
             assert self.scope is not None  # a run with a run_timeout has its own scope
-            self.scope.deadline = trio.current_time() + self.config.run_timeout
+            self.scope.deadline = trio.current_time() + timeout
         try:
             while True:
                 scope = self.scope
                 with scope if scope is not None else NO_SCOPE:
-                    await self._main(progress)
-                if scope is None or not scope.cancelled_caught or self.lifecycle != "running":
+                    await self._main()
+                if scope is None or not scope.cancelled_caught or m.lifecycle != "running":
                     break
                 if trio.current_time() >= scope.deadline:
                     # The run_timeout's deadline (the only one a running run's scope has).
-                    self.time_out()
+                    assert timeout is not None
+                    self._act(m.time_out(timeout))
                     break
                 # An interrupt cut a turn short (the run's scope caught it): the run goes
                 # on in a fresh scope, which first ends that turn (by the same deadline).
-                progress.cut = True
                 self.scope = trio.CancelScope(deadline=scope.deadline)
         # Everything is re-raised below, once the transcript is paired.
         except BaseException as exc:  # noqa: ASYNC103, ASYNC104
@@ -139,115 +277,97 @@ class Runner(RunState):
             # Finished, aborted through the run's own scope, timed out, or stopped by an
             # outer cancel scope / KeyboardInterrupt: those end "aborted" or "timeout" (a
             # no-op if already ended).
-            self._close("timeout" if self.timed_out else "aborted")
+            self._close("timeout" if m.timed_out else "aborted")
             await self._deliver_closing(cancelled=isinstance(failure, trio.Cancelled))
             if failure is not None:
                 raise failure from None
         else:
             self._close("error")
             await self._deliver_closing()
-        assert self.result is not None
+        result = m.result
+        assert result is not None
         if failure is not None:
             raise AgentRunError(
-                f"the run failed: {type(failure).__name__}: {failure}", self.result
+                f"the run failed: {type(failure).__name__}: {failure}", result
             ) from failure
-        return self.result
+        return result
+
+    def _close(self, reason: ev.EndReason) -> None:
+        events = self.m.close(reason)
+        if events is not None:
+            self.sink.owe(events)
 
     async def _deliver_closing(self, cancelled: bool = False) -> None:
-        assert self.result is not None
+        m = self.m
+        assert m.result is not None
         await self.sink.close(
-            self.result,
-            bound=self.config.cleanup_timeout,
+            m.result,
+            bound=m.config.cleanup_timeout,
             cancelled=cancelled,
-            aborted=self.lifecycle == "aborted",
+            aborted=m.lifecycle == "aborted",
         )
 
-    def _interrupt_is(self, state: Interrupt) -> bool:
-        # A call, not an inline comparison: another task changes the state across awaits.
-        return self.interrupting == state
+    async def _main(self) -> None:
+        """Perform what the machine asks for, step by step, until it asks to end."""
+        m = self.m
+        config = m.config
+        sink = self.sink
+        while True:
+            ask = m.next()
+            if ask == "check_abort":
+                await self._checkpoint_abort()
+            elif ask == "turn":
+                await self._turn()
+            elif ask == "poll_steering":
+                await self._poll(m.steering_poll, "get_steering_messages")
+            elif ask == "poll_follow_up":
+                await self._poll(m.follow_up_poll, "get_follow_up_messages")
+            elif ask == "should_stop":
+                assert config.should_stop_after_turn is not None
+                m.stop_said(
+                    bool(await maybe_await(config.should_stop_after_turn(m.turn_context())))
+                )
+            elif ask == "prepare_next_turn":
+                assert config.prepare_next_turn is not None
+                nxt = hook_returned(
+                    "prepare_next_turn",
+                    await maybe_await(config.prepare_next_turn(m.turn_context())),
+                    NextTurn,
+                )
+                if nxt is not None:
+                    m.apply_next_turn(nxt)
+            elif ask == "start":
+                if sink.listening:
+                    await sink.emit(ev.AgentStart())
+            elif ask == "end_cut_turn":
+                await self._finish_turn()
+            else:
+                assert ask == "end", ask
+                self._close(m.ending)
+                await sink.flush()
+                return
 
     async def _checkpoint_abort(self) -> None:
-        if self.lifecycle == "aborting":
+        if self.m.lifecycle == "aborting":
+            # An abort with a grace only set a deadline: the run stops here.
             self._cancel()
         await trio.lowlevel.checkpoint_if_cancelled()
-
-    async def _poll_steering(self) -> None:
-        if self.interrupting == "pending":
-            self.interrupting = "none"  # this poll delivers what an interrupt wanted
-        await self._poll(self.steering_poll, "get_steering_messages")
 
     async def _poll(self, hook: Callable[[], Any] | None, name: str) -> None:
         """Call a poll hook; what it returns is checked as prompts are (a sequence of
         messages or one str; None or empty for nothing): a wrong value fails the run
         with an error naming the hook, before anything of it enters the transcript."""
-        if hook is None:
-            return
+        assert hook is not None
         messages = await maybe_await(hook())
         if messages:
-            self.pending.extend(as_prompts(messages, f"{name}()'s result"))
-
-    async def _end(self, reason: ev.EndReason) -> None:
-        self._close(reason)
-        await self.sink.flush()
-
-    async def _main(self, progress: _Progress) -> None:
-        config = self.config
-        decision: Decision | None = None  # a turn's, when the run resumes after it
-        if progress.cut:
-            progress.cut = False
-            decision = await self._end_cut_turn()
-        else:
-            await self.sink.emit(ev.AgentStart())
-            await self._checkpoint_abort()
-            await self._poll_steering()
-        while True:
-            while progress.has_more or self.pending or decision is not None:
-                if decision is None:
-                    if not progress.first:
-                        if self.steps >= config.max_steps:
-                            return await self._end("max_steps")
-                        if (
-                            config.max_input_tokens is not None
-                            or config.max_output_tokens is not None
-                        ) and self._over_budget():
-                            return await self._end("usage_limit")
-                        await self._checkpoint_abort()
-                        if config.prepare_next_turn is not None:
-                            nxt = hook_returned(
-                                "prepare_next_turn",
-                                await maybe_await(config.prepare_next_turn(self._turn_context())),
-                                NextTurn,
-                            )
-                            if nxt is not None:
-                                self._apply_next_turn(nxt)
-                        if not self.pending:
-                            await self._poll_steering()
-                    progress.first = False
-                    await self._checkpoint_abort()
-                    decision = await self._turn()
-                if decision.end is not None:
-                    return await self._end(decision.end)
-                progress.last = decision
-                progress.has_more = decision.continues
-                decision = None
-                if config.should_stop_after_turn is not None and await maybe_await(
-                    config.should_stop_after_turn(self._turn_context())
-                ):
-                    return await self._end("stopped")
-                await self._poll_steering()
-            await self._poll(self.follow_up_poll, "get_follow_up_messages")
-            if self.pending:
-                continue
-            return await self._end(
-                natural_end(self.turn_message, terminated=progress.last is TERMINATED)
-            )
+            self.m.polled(as_prompts(messages, f"{name}()'s result"))
 
     async def _llm_messages(self) -> Sequence[Message]:
-        """The transcript as this request shows it to the model."""
-        config = self.config
-        if config.transform_context is None and config.convert_to_llm is None:
-            return self.llm_view
-        messages: Sequence[Message] = self.transcript
+        """The transcript as this request shows it to the model, through
+        ``transform_context`` and ``convert_to_llm`` (one of them is set)."""
+        m = self.m
+        config = m.config
+        messages: Sequence[Message] = m.transcript
         if config.transform_context is not None:
             messages = as_history(
                 await maybe_await(config.transform_context(tuple(messages))),
@@ -260,110 +380,93 @@ class Runner(RunState):
             )
         return default_convert(messages)
 
-    async def _turn(self) -> Decision:
-        config = self.config
-        self.turn_open = True
-        self.turn_message = None
-        self.turn_results = []
-        self.turn_stats = ev.NO_STATS
-        index = self.turn_index
-        self.turn_index += 1
-        events: list[ev.AgentEvent] = [ev.TurnStart(index=index)] if self.has_sink else []
-        pending, self.pending = self.pending, []
-        for message in pending:
-            events.extend(self._append(message))
-        await self.sink.emit(*events)
+    async def _turn(self) -> None:
+        """One turn: open it, shape and send the request, stream the reply, then finish
+        the turn (:meth:`_finish_turn`)."""
+        m = self.m
+        sink = self.sink
+        events = m.open_turn()
+        if sink.listening:
+            await sink.emit(*events)
+        config = m.config
         while True:
-            messages = await self._llm_messages()
-            if self.interrupting != "pending":
+            if config.transform_context is None and config.convert_to_llm is None:
+                messages: Sequence[Message] = m.llm_view
+            else:
+                messages = await self._llm_messages()
+            if not m.takes_steering_first():
                 break
             # Interrupted before the request went out: it takes the steering first.
-            await self._poll_steering()
-            pending, self.pending = self.pending, []
-            await self.sink.emit(*(e for m in pending for e in self._append(m)))
+            if m.steering_polled():
+                await self._poll(m.steering_poll, "get_steering_messages")
+            events = m.take_pending()
+            if sink.listening:
+                await sink.emit(*events)
         await self._checkpoint_abort()
-        self.steps += 1
         # The reply and its batch run in the run's own scope: an interrupt cancels it,
-        # and the run ends this turn in a fresh one (see _end_cut_turn). The request is
-        # no local here: it is not kept alive while the batch runs.
-        message = await self._stream(self._request(messages))
-        if self.interrupting == "requested":
-            # An interrupted reply is kept (stop reason aborted) but the run goes on:
-            # its calls are skipped and the steering poll delivers what interrupted it.
-            self.interrupting = "none"
-            decision = interrupted(message)
-        else:
-            decision = decide(message, continue_after_length=config.continue_after_length)
-        if decision.action == "execute":
-            self.turn_decision = decision
-            # Run from here, not from a helper coroutine: one frame less kept alive
-            # while the tools run.
-            batch = self._start_batch(message, decision.calls)
-            await batch.run()
-            # An interrupt that came after the last call settled cancelled the run's
-            # scope with no checkpoint since: take that cancel now, while the batch is
-            # still the run's, so that the resumed run ends this batch (each call keeps
-            # its result) — never later, when it would take the turn for a cut reply.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            if await self._finish_batch(batch):
-                decision = TERMINATED  # every result set terminate: no further request
-        elif decision.action == "skip":
-            await self._skip(decision)
-        return await self._close_turn(message, decision)
+        # and the run ends this turn in a fresh one (the machine asks "end_cut_turn").
+        # The request is no local here: it is not kept alive while the batch runs.
+        await self._stream(messages)
+        await self._finish_turn()
 
-    async def _end_cut_turn(self) -> Decision:
-        """End the turn an interrupt cut short (the run resumes in a fresh scope): a
-        cut reply is kept and its calls skipped; a cut batch's unfinished calls get
-        their skipped results. Then the turn ends as any other."""
-        batch = self.batch
-        if batch is not None:
-            decision = self.turn_decision
+    async def _finish_turn(self) -> None:
+        """Take the turn from where it stands — its reply streaming, its calls to run or
+        skip, its batch running — to its ``TurnEnd``. Also what ends a turn that an
+        interrupt cut short (the machine then makes a cut reply's or batch's calls
+        skipped)."""
+        m = self.m
+        sink = self.sink
+        if m.phase == "streaming":
+            await self._end_reply()
+        if m.phase == "replied":
+            decision = m.decision
             assert decision is not None
-            assert self.turn_message is not None
-            if await self._finish_batch(batch):
-                decision = TERMINATED
-            return await self._close_turn(self.turn_message, decision)
-        message = await self._end_reply()
-        self.interrupting = "none"
-        decision = interrupted(message)
-        await self._skip(decision)
-        return await self._close_turn(message, decision)
+            if decision.action == "execute":
+                # Run from here, not from a helper coroutine: one frame less kept alive
+                # while the tools run.
+                batch = self._start_batch(decision.calls)
+                await batch.run()
+                # An interrupt that came after the last call settled cancelled the run's
+                # scope with no checkpoint since: take that cancel now, while the batch
+                # is still the run's, so that the resumed run ends this batch (each call
+                # keeps its result) — never later, when it would take the turn for a cut
+                # reply.
+                await trio.lowlevel.checkpoint_if_cancelled()
+            else:
+                events = m.skip_calls()
+                if sink.listening:
+                    await sink.emit(*events)
+        if m.phase == "executing":
+            events = m.end_batch()
+            if sink.listening:
+                await sink.emit(*events)
+            if m.lifecycle == "aborting":
+                await self._checkpoint_abort()
+        turn_end = m.end_turn()
+        if sink.listening:
+            await sink.emit(*turn_end)
 
-    async def _close_turn(self, message: AssistantMessage, decision: Decision) -> Decision:
-        self.turn_open = False
-        self.turn_decision = None
-        self.turns.append(self.turn_stats)
-        if self.has_sink:
-            await self.sink.emit(
-                ev.TurnEnd(
-                    message=message,
-                    tool_results=tuple(self.turn_results),
-                    stats=self.turn_stats,
-                )
-            )
-        return decision
-
-    async def _stream(self, request: ModelRequest) -> AssistantMessage:
-        """Stream the reply; it enters the transcript (see :meth:`_end_reply`).
+    async def _stream(self, messages: Sequence[Message]) -> None:
+        """Send the request and stream the reply; it enters the transcript (see
+        :meth:`_end_reply`).
 
         An interrupt cancels the run's scope while the reply streams, and the run ends
-        the reply in a fresh one (:meth:`_end_cut_turn`). The idle timeout has a scope
-        of its own, here.
+        the reply in a fresh one. The idle timeout has a scope of its own, here.
         """
+        m = self.m
         acc = StreamAccumulator()
-        self.acc = acc
-        if self.interrupting == "requested":
-            self.interrupting = "none"
-        idle = self.config.stream_idle_timeout
+        request = m.start_reply(messages, acc)
+        idle = m.config.stream_idle_timeout
         timer = trio.CancelScope() if idle is not None else None
         span = math.inf if idle is None else idle
         sink = self.sink
         with timer if timer is not None else NO_SCOPE:
             if timer is not None:
                 timer.deadline = trio.current_time() + span
-            stream = self.model.stream(request)
+            model = m.model
+            stream = model.stream(request)
             if self.probe is not None:
-                stream = ObservedStream(self.probe, stream, self.model, request, self.steps)
+                stream = ObservedStream(self.probe, stream, model, request, m.steps)
             try:
                 async with stream as events:
                     async for event in events:
@@ -389,76 +492,42 @@ class Runner(RunState):
             timer is not None
             and timer.cancelled_caught
             and acc.final is None
-            and not self._interrupt_is("requested")
+            and m.interrupt != "cutting"
         ):
             acc.fail(f"the model stream was silent for {idle:g}s (stream_idle_timeout)")
-        return await self._end_reply()
+        await self._end_reply()
 
-    async def _end_reply(self) -> AssistantMessage:
+    async def _end_reply(self) -> None:
         """The reply is over — finished, failed, or cut short by an interrupt — and
         enters the transcript; then its closing events go out."""
-        acc = self.acc
-        if acc is None:
-            # In already (an interrupt came while its closing events went out).
-            assert self.turn_message is not None
-            return self.turn_message
         # As after a batch: an interrupt's cancel not taken yet is taken while the reply
         # is still the one in flight.
         await trio.lowlevel.checkpoint_if_cancelled()
-        if acc.final is None and self._interrupt_is("requested"):
-            acc.fail("interrupted by user", "aborted")
-        message = self.call_ids.fresh(acc.finish())
-        # The message enters the transcript in the same step as the stream stops being
-        # "in flight", so a cancel at any later checkpoint finds it there.
-        self.acc = None
-        self._push(message)
-        self.turn_message = message
-        if self.has_sink:
-            closing: list[ev.AgentEvent] = []
-            if not acc.start_emitted:
-                acc.start_emitted = True
-                closing.append(ev.MessageStart(message=acc.empty()))
-            closing.append(ev.MessageEnd(message=message))
-            await self.sink.emit(*closing)
-        return message
+        events = self.m.end_reply()
+        if self.sink.listening:
+            await self.sink.emit(*events)
 
-    async def _skip(self, decision: Decision) -> None:
-        events: list[ev.AgentEvent] = []
-        self.turn_results.extend(self._skip_calls(decision.calls, decision.skip_why, events))
-        await self.sink.emit(*events)
-
-    def _start_batch(self, message: AssistantMessage, calls: tuple[Any, ...]) -> Batch:
+    def _start_batch(self, calls: tuple[Any, ...]) -> Batch:
         """The batch of ``calls``, made the run's current one (to run next, in the run's
-        scope)."""
-        context = self.context
-        if self.config.before_tool_call is not None or self.config.after_tool_call is not None:
+        scope); cut at once if an interrupt was pending."""
+        m = self.m
+        config = m.config
+        message = m.turn_message
+        assert message is not None
+        context = m.context
+        if config.before_tool_call is not None or config.after_tool_call is not None:
             # The hooks see the conversation as it stands, this reply included.
-            context = self._context_now()
+            context = m.context_now()
         batch = Batch(
             message=message,
             calls=calls,
             context=context,
-            config=self.config,
+            config=config,
             sink=self.sink,
-            append=self._append,
+            settled=m.settle,
+            tools=m.tools,
         )
         batch.probe = self.probe
-        self.batch = batch
-        if self.interrupting == "pending":
-            self.interrupting = "none"
-            self._interrupt_batch(batch)
+        if m.start_batch(batch):
+            self._cancel()
         return batch
-
-    async def _finish_batch(self, batch: Batch) -> bool:
-        """Take the ran batch's results; True when every result set ``terminate``."""
-        closed = batch.close()
-        self.turn_stats = closed.stats
-        self.batch = None
-        events = closed.events
-        for result in closed.unappended:
-            events.extend(self._append(result))
-        self.turn_results.extend(closed.results)
-        await self.sink.emit(*events)
-        if self.lifecycle == "aborting":
-            await self._checkpoint_abort()
-        return closed.terminate

@@ -72,7 +72,7 @@ from trio_agent import (
 )
 
 from .._core._messages import sum_usage
-from .._core._policy import over_budget
+from .._core._turn import over_budget
 from .._core._util import seconds
 from ._task import (
     FAILED,
