@@ -52,6 +52,29 @@ def test_every_ratio_names_a_case_with_both_sides() -> None:
     assert set(aliases.values()) == {c.label for c in contenders}
 
 
+def test_each_workload_has_its_own_preamble_and_zero_repeat_process() -> None:
+    # W3's warm-up sleeps on the real clock: in W1's processes it would move their counts
+    # by a few hundred thousand instructions from one run to the next.
+    contenders, _ = instructions._plan(instructions.RATIOS)
+    specs, names, measured = instructions._processes(contenders, {"W1": 2, "W3": 2}, 3)
+    assert len(specs) == len(contenders) + 2
+    zero = [i for i, counted in enumerate(measured) if counted is None]
+    assert [names[i] for i in zero] == ["W1's zero-repeat process", "W3's zero-repeat process"]
+    for i, spec in enumerate(specs):
+        workloads = {c["workload"] for c in spec["contenders"]}
+        assert len(workloads) == 1
+        # A process's preamble is that of its zero-repeat process, but for what it repeats.
+        baseline = specs[max(z for z in zero if z <= i)]
+        assert spec["contenders"] == baseline["contenders"]
+        counted = measured[i]
+        if counted is None:
+            assert spec["repeats"] == 0
+        else:
+            assert spec["repeats"] == 3
+            assert workloads == {counted.workload}
+            assert spec["contenders"][spec["measure"]] == counted.__dict__
+
+
 def test_the_counted_process_runs_its_repeats_and_fails_loudly() -> None:
     contenders, _ = instructions._plan(instructions.RATIOS)
     spec = {

@@ -9,8 +9,9 @@ run itself, not a channel of its events. Each of its jobs has a module:
 
 - ``_agent_state``: ``state`` is read from the active run, which updates its own state
   before it emits any event about it; nothing is done per event for the state.
-- ``_fanout``: the run builds events only while someone subscribes; each one goes to
-  every subscriber in turn, and none is lost.
+- ``_run/_delivery``: the agent's event delivery, whose targets are its subscribers;
+  the run builds events only while someone subscribes; each one goes to every
+  subscriber in turn, and none is lost.
 - ``_queues``: a queued message is delivered exactly once, in FIFO order, or is still
   queued.
 - ``_agent_run``: one run at a time; its state is final (``is_running`` false, the
@@ -50,7 +51,7 @@ from .._core import (
     one_of,
     trusted_context,
 )
-from .._run import MODES, Fanout, MessageQueues, QueueMode, Runner
+from .._run import MODES, EventDelivery, MessageQueues, QueueMode, Runner
 from ._run import ActiveRun, RunSlot, check_config
 from ._state import AgentState, StateView
 
@@ -115,18 +116,14 @@ class Agent:
         factory=trio.lowlevel.current_trio_token, alias="token", repr=False
     )
     _queues: MessageQueues = attrs.field(init=False, factory=MessageQueues, repr=False)
-    _fanout: Fanout = attrs.field(
-        init=False,
-        default=attrs.Factory(
-            lambda self: Fanout(on_change=self._listen, check_open=self._check_open),
-            takes_self=True,
-        ),
-        repr=False,
+    # The subscribers: every run of the agent delivers its events through this one.
+    _delivery: EventDelivery = attrs.field(
+        init=False, factory=lambda: EventDelivery(hold=True), repr=False
     )
     _slot: RunSlot = attrs.field(
         init=False,
         default=attrs.Factory(
-            lambda self: RunSlot(self._queues, self, self._view, self._fanout), takes_self=True
+            lambda self: RunSlot(self._queues, self, self._view, self._delivery), takes_self=True
         ),
         repr=False,
     )
@@ -304,16 +301,10 @@ class Agent:
             AgentUsageError: the agent is closed.
         """
         self._check_open()
-        return self._fanout.subscribe(buffer, drop_updates)
+        return self._delivery.subscribe(buffer, drop_updates, self._check_open)
 
     def _check_open(self) -> None:
         self._slot.check_open()
-
-    def _listen(self) -> None:
-        """Tell the active run whether anyone listens (it builds no event otherwise)."""
-        run = self._slot.live_run
-        if run is not None:
-            run.listen(bool(self._fanout.subscribers))
 
     def _finalize_from(self, active: ActiveRun) -> None:
         """The run's state is final (called just before its ``AgentEnd`` goes out)."""
@@ -368,7 +359,10 @@ class Agent:
         error: AgentRunError | None = None
         try:
             # ``state`` reads the run directly while it runs; the run builds and
-            # delivers events only while someone subscribes.
+            # delivers events only while someone subscribes (the delivery is
+            # listening). Its AgentEnd goes out once the state is final.
+            delivery = self._delivery
+            delivery.finalize = functools.partial(self._finalize_from, active)
             runner = Runner(
                 prompts,
                 context,
@@ -378,11 +372,8 @@ class Agent:
                     functools.partial(self._slot.poll_steering, active),
                     functools.partial(self._slot.take, active, "follow_up"),
                 ),
-                on_event=functools.partial(
-                    self._fanout.on_event, functools.partial(self._finalize_from, active)
-                ),
+                delivery=delivery,
             )
-            runner.listen(bool(self._fanout.subscribers))
             self._slot.attach(active, runner)
             # The run goes on in this task: a cancel of the caller reaches it at its
             # checkpoints (it ends the run as an abort does), and nothing is awaited
@@ -391,7 +382,7 @@ class Agent:
                 await runner.run()
             except AgentRunError as exc:
                 error = exc
-            if self._fanout.subscribers:
+            if delivery.listening:
                 # An unbuffered subscriber handed AgentEnd at once has not run since: it
                 # takes the event now, while the slot is still held (a next prompt
                 # waits), so that it reads the state of the run that ended. The slot is

@@ -42,7 +42,7 @@ from .._run import Kind, Runner
 
 if TYPE_CHECKING:
     from .._core import AgentRunResult, LoopConfig
-    from .._run import Fanout, MessageQueues, QueueMode
+    from .._run import EventDelivery, MessageQueues, QueueMode
     from ._state import StateView
 
 __all__ = ["ActiveRun", "QueueModes", "RunSlot", "check_config"]
@@ -100,8 +100,8 @@ class RunSlot:
             and did not deliver goes back).
         modes: where the polls read the queue modes.
         view: the agent's state.
-        fanout: the agent's subscribers (what a run still owes them is dropped at its
-            end; closing ends every subscription).
+        delivery: the agent's event delivery to its subscribers (what a run still owes
+            them is dropped at its end; closing ends every subscription).
 
     Attributes:
         active: the run holding the slot, or None.
@@ -110,10 +110,14 @@ class RunSlot:
         closed: the agent refuses new work.
     """
 
-    __slots__ = ("_fanout", "_modes", "_queues", "_view", "active", "closed", "live_run")
+    __slots__ = ("_delivery", "_modes", "_queues", "_view", "active", "closed", "live_run")
 
     def __init__(
-        self, queues: MessageQueues, modes: QueueModes, view: StateView, fanout: Fanout
+        self,
+        queues: MessageQueues,
+        modes: QueueModes,
+        view: StateView,
+        delivery: EventDelivery,
     ) -> None:
         self.active: ActiveRun | None = None
         self.live_run: Runner | None = None
@@ -121,7 +125,7 @@ class RunSlot:
         self._queues = queues
         self._modes = modes
         self._view = view
-        self._fanout = fanout
+        self._delivery = delivery
 
     def check_open(self) -> None:
         """Raises :class:`AgentUsageError` once the agent is closed."""
@@ -257,7 +261,7 @@ class RunSlot:
         self.finalize(active, result)
         # What the run's bounded clean-up could not hand over is dropped (a
         # subscriber that took nothing for cleanup_timeout): never to the next run.
-        self._fanout.drop_owed()
+        self._delivery.drop_owed()
         # The error is kept unless the agent was reset since the run's state became
         # final (a subscriber may reset it as soon as it sees AgentEnd): a reset wins.
         if error is not None and view.resets == active.resets_at_end:
@@ -287,7 +291,7 @@ class RunSlot:
             # First with the subscribers still served, so that they see the run end...
             with trio.move_on_after(bound, shield=True):
                 await active.done.wait()
-        self._fanout.end()
+        self._delivery.end()
         if active is not None and not active.done.is_set():
             # ...then without them, if one was too slow to take the last events.
             with trio.move_on_after(bound, shield=True):

@@ -21,13 +21,15 @@ very functions ``trio-agent bench`` times, so both measures always measure the s
 Theory of operation: every count is one fresh interpreter under
 ``valgrind --tool=callgrind --callgrind-out-file=/dev/null``, which prints the
 instructions the whole process executed (``Collected``). To count only the workload, each
-contender's process does the same preamble — import every workload module, run every
-selected contender once at its smallest size (lazy imports, caches, the interpreter's
-specialisation), prepare every input, ``gc.collect()`` and ``gc.freeze()`` as the
-wall-clock harness does — then runs its contender ``repeats`` times (``gc.collect()``
-before each, each a whole ``trio.run``), and leaves through ``os._exit`` (no interpreter
-teardown). One more process does the preamble and zero repeats; its count is subtracted
-from every other. What is left is the repeats alone: the cost per unit is
+contender's process does the preamble of its workload — import the workload modules, run
+each of the workload's selected contenders once at its smallest size (lazy imports,
+caches, the interpreter's specialisation), prepare every input, ``gc.collect()`` and
+``gc.freeze()`` as the wall-clock harness does — then runs its contender ``repeats``
+times (``gc.collect()`` before each, each a whole ``trio.run``), and leaves through
+``os._exit`` (no interpreter teardown). One more process per workload does the same
+preamble and zero repeats; its count is subtracted from the others'. (One preamble for
+both workloads would put W3's warm-up, which sleeps on the real clock, into W1's counts.)
+What is left is the repeats alone: the cost per unit is
 (count − zero-repeat count) ÷ (repeats × size). Each repeat is a whole ``trio.run``, so a
 run's fixed costs (the event loop's start, the run's set-up and result, the final text
 turn) are spread over its turns, as in the wall-clock figures. A function that is a side
@@ -36,13 +38,14 @@ of two ratios (``run_agent_loop``: ours in W1, the floor of the Agent row) is co
 The counts are repeatable: every process runs with ``PYTHONHASHSEED=0`` (string hashes,
 hence set and dict order, fixed) and seeds trio's scheduler (``trio._core._run._r``, the
 random source that orders each batch of runnable tasks) before its first ``trio.run``, so
-two runs of the same code agree to a few hundred instructions in tens of millions (W1).
-W3's tools sleep 10 ms on the real clock, so how many scheduler passes wait for them
-depends a little on timing: its counts agree within about 0.1%.
+two runs of the same code agree to about a thousand instructions in 1.6 G (W1). W3's
+tools sleep 10 ms on the real clock, so how many scheduler passes wait for them depends a
+little on timing: a few hundred thousand instructions per process, within 0.06% of its
+counts.
 
 Most of each process's time under valgrind is the interpreter's start-up and imports
 (about 1.6 G instructions, 20 s of CPU here), which every process pays and the
-subtraction removes: a whole count (eight processes, two at a time) takes about three
+subtraction removes: a whole count (nine processes, two at a time) takes about three
 minutes on an idle 2-CPU machine, whatever the sizes.
 """
 
@@ -322,7 +325,8 @@ class Report:
             ],
             right={2, 3, 4},
         )
-        baseline = next(iter(self.counts.values())).baseline if self.counts else 0
+        baselines = {c.workload: c.baseline for c in self.counts.values()}
+        zero = ", ".join(f"{w} {n:,}" for w, n in baselines.items())
         return "\n".join(
             [
                 head,
@@ -330,7 +334,7 @@ class Report:
                 "",
                 table,
                 "",
-                f"Raw counts (the zero-repeat process: {baseline:,} instructions):",
+                f"Raw counts (the zero-repeat processes: {zero} instructions):",
                 "",
                 raw,
             ]
@@ -390,6 +394,35 @@ def _plan(ratios: Sequence[Ratio]) -> tuple[list[_Contender], dict[str, str]]:
     return contenders, aliases
 
 
+def _processes(
+    contenders: Sequence[_Contender], sizes: dict[str, int], repeats: int
+) -> tuple[list[dict[str, Any]], list[str], list[_Contender | None]]:
+    """The processes to count: per workload, its zero-repeat process then one per contender.
+
+    Returns:
+        Each process's spec (what ``--child`` reads), its name for the progress lines,
+        and what it counts (None for a zero-repeat process).
+    """
+    # One preamble per workload: W3's warm-up sleeps on the real clock, so it would add
+    # a timing-dependent few hundred thousand instructions to W1's exact counts.
+    specs: list[dict[str, Any]] = []
+    names: list[str] = []
+    # Per process, what it counts: None for a workload's zero-repeat process.
+    measured: list[_Contender | None] = []
+    for workload in dict.fromkeys(c.workload for c in contenders):
+        group = [c for c in contenders if c.workload == workload]
+        base = {"sizes": sizes, "contenders": [c.__dict__ for c in group]}
+        # The zero-repeat process names the first contender, so that its command line
+        # is the others' but for the digits of "measure" and "repeats".
+        specs.append({**base, "measure": 0, "repeats": 0})
+        names.append(f"{workload}'s zero-repeat process")
+        measured.append(None)
+        specs += [{**base, "measure": i, "repeats": repeats} for i in range(len(group))]
+        names += [c.label for c in group]
+        measured += group
+    return specs, names, measured
+
+
 def count_instructions(
     ratios: Sequence[Ratio] = RATIOS,
     *,
@@ -402,8 +435,8 @@ def count_instructions(
 ) -> Report:
     """Count the instructions of every side of ``ratios``; blocks until done.
 
-    Runs one valgrind process per distinct contender plus the zero-repeat one, ``jobs``
-    at a time.
+    Runs one valgrind process per distinct contender plus one zero-repeat process per
+    workload, ``jobs`` at a time.
 
     Raises:
         FileNotFoundError: valgrind is not installed (or not at ``valgrind``).
@@ -420,15 +453,7 @@ def count_instructions(
         )
     contenders, aliases = _plan(ratios)
     sizes = {"W1": turns, "W3": runs}
-    base = {
-        "sizes": sizes,
-        "contenders": [c.__dict__ for c in contenders],
-    }
-    # The zero-repeat process names the first contender, so that its command line is
-    # the others' but for the digits of "measure" and "repeats".
-    specs = [{**base, "measure": 0, "repeats": 0}]
-    specs += [{**base, "measure": i, "repeats": repeats} for i in range(len(contenders))]
-    names = ["the zero-repeat process", *(c.label for c in contenders)]
+    specs, names, measured = _processes(contenders, sizes, repeats)
     totals = [0] * len(specs)
     say = progress or (lambda line: None)
     say(f"counting {len(specs)} processes under callgrind, {jobs} at a time")
@@ -446,11 +471,16 @@ def count_instructions(
                 f"[{done}/{len(specs)}] {names[index]}: {totals[index]:,} instructions "
                 f"({time.monotonic() - started:.0f} s)"
             )
-    baseline, *rest = totals
-    counted = {
-        c.label: Count(c.label, c.workload, sizes[c.workload], repeats, total, baseline)
-        for c, total in zip(contenders, rest, strict=True)
-    }
+    counted: dict[str, Count] = {}
+    baseline = 0
+    # Each workload's zero-repeat process comes before its contenders' processes.
+    for c, total in zip(measured, totals, strict=True):
+        if c is None:
+            baseline = total
+        else:
+            counted[c.label] = Count(
+                c.label, c.workload, sizes[c.workload], repeats, total, baseline
+            )
     counts = {label: counted[alias] for label, alias in aliases.items()}
     return Report(ratios=list(ratios), counts=counts)
 

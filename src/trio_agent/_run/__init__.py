@@ -7,7 +7,7 @@ It imports only from ``_core``.
 """
 
 from ._cancel import NO_SCOPE, representative
-from ._fanout import Fanout
+from ._delivery import EventDelivery
 from ._loop import AgentRun, open_agent_loop, run_agent_loop
 from ._observe import ObservedCall, ObservedStream, Probe
 from ._queues import MODES, Kind, MessageQueues, QueueMode
@@ -19,8 +19,8 @@ __all__ = [
     "MODES",
     "NO_SCOPE",
     "AgentRun",
+    "EventDelivery",
     "EventHolds",
-    "Fanout",
     "Kind",
     "MemoryStream",
     "MessageQueues",

@@ -53,8 +53,8 @@ from .._core import (
 from .._core import events as ev
 
 if TYPE_CHECKING:
+    from ._delivery import EventDelivery
     from ._observe import ObservedCall, Probe
-    from ._sink import EventDelivery
 
 __all__ = ["Batch", "CallState", "Settled"]
 

@@ -11,7 +11,7 @@ batch, takes a checkpoint — and hands back what came of it. Every ``await`` of
 is here; every change to the run's state is one synchronous call into the machine,
 made *before* the events about it are emitted (so code that reads the state — the
 Agent's ``state`` — never lags the events), and never cut half-way by a cancel.
-Events are delivered by ``_sink.EventDelivery`` (to the ``on_event`` sink, then the
+Events are delivered by ``_delivery.EventDelivery`` (to the ``on_event`` sink, then the
 channel; each exactly once, in order, whatever cancels a delivery — see there).
 Whatever ends the run, at whatever checkpoint — the run's own cancel scope
 (``abort``), the caller's cancel scope, an exception — ``TurnMachine.close`` finds the
@@ -60,8 +60,8 @@ from .._core import (
 from .._core import events as ev
 from ._batch import Batch
 from ._cancel import NO_SCOPE, representative
+from ._delivery import EventDelivery, OnEvent, SinkFailure
 from ._observe import ObservedStream, Probe
-from ._sink import EventDelivery, OnEvent, SinkFailure
 from ._stream import StreamAccumulator
 
 if TYPE_CHECKING:
@@ -103,11 +103,16 @@ class Runner:
         send: trio.MemorySendChannel[ev.AgentEvent] | None = None,
         controlled: bool = True,
         polls: tuple[PollHook, PollHook] | None = None,
+        delivery: EventDelivery | None = None,
     ) -> None:
         # The inputs were checked where they entered (``_core._inputs``): trusted here.
         # Only a channel's consumer can go away; the callback is dropped when the run
         # ends (see EventDelivery.close), so a run is not a reference cycle.
-        self.sink = EventDelivery(on_event, send, self._consumer_gone if send is not None else None)
+        self.sink = (
+            delivery
+            if delivery is not None
+            else EventDelivery(on_event, send, self._consumer_gone if send is not None else None)
+        )
         self.m = TurnMachine(
             prompts,
             context,
@@ -216,11 +221,6 @@ class Runner:
             self._cancel()
         return True
 
-    def listen(self, listening: bool) -> None:
-        """Build and deliver events from now on, or stop (the Agent listens while it has
-        subscribers: a run that nobody watches builds no event at all)."""
-        self.sink.listen(listening)
-
     def _consumer_gone(self) -> None:
         self.abort("the event consumer closed the channel")
 
@@ -265,7 +265,6 @@ class Runner:
         except BaseException as exc:  # noqa: ASYNC103, ASYNC104
             failure = representative(exc)
         if isinstance(failure, SinkFailure):
-            self.sink.sink_dead = True
             failure = failure.original
         if failure is None or not isinstance(failure, Exception):
             # Finished, aborted through the run's own scope, timed out, or stopped by an
