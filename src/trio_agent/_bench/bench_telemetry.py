@@ -25,7 +25,7 @@ import trio
 
 from trio_agent import Context, LoopConfig, UserMessage, run_agent_loop
 from trio_agent._bench._harness import Case, Stopwatch, Timing
-from trio_agent._bench.bench_turns import NOOP, SIZES, ours_plain, script
+from trio_agent._bench.bench_turns import NOOP, ours_plain, w1_case
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:
@@ -84,18 +84,7 @@ def sdk_in_memory(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing
 
 
 def _case(name: str, ours: Any) -> Case:
-    return Case(
-        workload="W1",
-        name=name,
-        size_label="T",
-        unit="turn",
-        sizes=SIZES,
-        quick_sizes=(20,),
-        ours=ours,
-        floor=ours_plain,
-        prepare=script,
-        module=__name__,
-    )
+    return w1_case(name, ours, ours_plain, module=__name__)
 
 
 def _sdk_installed() -> bool:

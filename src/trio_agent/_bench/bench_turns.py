@@ -276,7 +276,9 @@ def floor(turns: int, replies: Sequence[list[AssistantEvent]]) -> Timing:
     return trio.run(_floor, replies)
 
 
-def _w1(name: str, ours: Any, floor_: Any, **extra: Any) -> Case:
+def w1_case(name: str, ours: Any, floor_: Any, *, module: str = __name__, **extra: Any) -> Case:
+    """A W1 row: ``ours`` against ``floor_`` over the turn script, at W1's sizes (``module``
+    is where a fresh process finds the two functions)."""
     return Case(
         workload="W1",
         name=name,
@@ -287,16 +289,16 @@ def _w1(name: str, ours: Any, floor_: Any, **extra: Any) -> Case:
         ours=ours,
         floor=floor_,
         prepare=script,
-        module=__name__,
+        module=module,
         **extra,
     )
 
 
 CASES = (
-    _w1("no consumer", ours_plain, floor, peer_sizes=(200,)),
-    _w1("consumer", ours_consumer, floor),
-    _w1("consumer vs events floor", ours_consumer, floor_events),
-    _w1("via the Agent", agent_plain, floor),
-    _w1("via the Agent vs run_agent_loop", agent_plain, ours_plain),
-    _w1("via the Agent, one subscriber, vs events floor", agent_subscriber, floor_events),
+    w1_case("no consumer", ours_plain, floor, peer_sizes=(200,)),
+    w1_case("consumer", ours_consumer, floor),
+    w1_case("consumer vs events floor", ours_consumer, floor_events),
+    w1_case("via the Agent", agent_plain, floor),
+    w1_case("via the Agent vs run_agent_loop", agent_plain, ours_plain),
+    w1_case("via the Agent, one subscriber, vs events floor", agent_subscriber, floor_events),
 )

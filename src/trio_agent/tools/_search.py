@@ -191,6 +191,9 @@ def _walk(
                 return
             rel = prefix + show_name(e.name)
             real = (*parts, e.name)
+            # A followed link is listed under its own name but walked (and opened) by the
+            # real path it resolves to (``link``); anything else by its name in ``fd``.
+            link: tuple[str, ...] | None = None
             try:
                 if e.is_symlink():
                     try:
@@ -204,18 +207,9 @@ def _walk(
                         st = os.fstat(lfd)
                     finally:
                         os.close(lfd)
-                    if stat.S_ISDIR(st.st_mode):
-                        if e.name in SKIP_DIRS:
-                            continue
-                        yield rel, True, _no_open
-                        key = (st.st_dev, st.st_ino)
-                        if key not in seen:
-                            seen.add(key)
-                            below.append((rel, None, tuple(lnames), key))
-                    else:
-                        yield rel, False, partial(open_file, root, "/".join(real))
-                    continue
-                st = e.stat(follow_symlinks=False)
+                    link = tuple(lnames)
+                else:
+                    st = e.stat(follow_symlinks=False)
             except OSError:
                 continue  # vanished while walking
             if stat.S_ISDIR(st.st_mode):
@@ -225,9 +219,14 @@ def _walk(
                 key = (st.st_dev, st.st_ino)
                 if key not in seen:
                     seen.add(key)
-                    below.append((rel, e.name, real, key))
-            else:
+                    if link is None:
+                        below.append((rel, e.name, real, key))
+                    else:
+                        below.append((rel, None, link, key))
+            elif link is None:
                 yield rel, False, partial(_open_entry, fd, e.name, rel)
+            else:
+                yield rel, False, partial(open_file, root, "/".join(real))
 
     dup = os.dup(top)
     try:
