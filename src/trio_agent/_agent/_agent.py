@@ -212,7 +212,7 @@ class Agent:
     def abort(self, reason: str | None = None, *, grace: float | None = None) -> None:
         """Abort the active run; does nothing when none is active. Not a checkpoint.
 
-        The run ends with reason ``aborted`` (see :meth:`AgentRun.abort`: the partial
+        The run ends with reason ``aborted`` (see :meth:`trio_agent.AgentRun.abort`: the partial
         reply is kept, finished calls keep their results, the others get ``aborted``
         results; with ``grace``, running tools may finish for up to ``grace`` seconds).
         Messages taken from the queues but not delivered go back to their front.
