@@ -439,7 +439,9 @@ trio.run(main)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr
     late = float(done.stdout)
-    assert 0 <= late < 1.0  # returned at the cancel, not when Ray gave up
+    # Returned at the cancel, not when Ray gave up (it keeps trying for minutes); the
+    # bound leaves room for a busy machine, as the Ctrl-C test's does.
+    assert 0 <= late < 10
 
 
 def test_ctrl_c_ends_the_wait_for_an_unreachable_cluster(tmp_path: Path) -> None:
