@@ -141,6 +141,7 @@ from ._run import open_agent_loop as open_agent_loop
 from ._run import run_agent_loop as run_agent_loop
 from ._store import JsonlTranscript as JsonlTranscript
 from ._store import LoadedTranscript as LoadedTranscript
+from ._store import Marker as Marker
 from ._store import load_transcript as load_transcript
 from ._store import write_transcript as write_transcript
 
@@ -173,6 +174,7 @@ __all__ = [
     "JsonlTranscript",
     "LoadedTranscript",
     "LoopConfig",
+    "Marker",
     "Message",
     "MessageEnd",
     "MessageStart",

@@ -34,6 +34,7 @@ from trio_agent import (
     CustomMessage,
     JsonlTranscript,
     LoadedTranscript,
+    Marker,
     Message,
     MessageEnd,
     Start,
@@ -635,7 +636,105 @@ def test_load_missing_file(tmp_path: Path) -> None:
 
 
 def test_loaded_line_numbers() -> None:
-    assert LoadedTranscript.line_of(0) == 2
+    assert LoadedTranscript(messages=()).line_of(0) == 2
+    with_markers = LoadedTranscript(
+        messages=(), markers=(Marker(kind="a", data={}, at=0), Marker(kind="b", data={}, at=1))
+    )
+    assert [with_markers.line_of(i) for i in range(3)] == [3, 5, 6]
+
+
+# --- marker lines ------------------------------------------------------------------------
+
+
+async def test_marker_lines_are_kept_apart_from_the_messages(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    msgs = sample()
+    async with JsonlTranscript(path) as transcript:
+        await transcript.write_marker("first", {"n": 0})
+        await transcript.write_messages(msgs[:2])
+        await transcript.write_marker("compaction", {"before": 10, "ids": ["c1"]})
+        await transcript.write_marker("timings", {"t": [0.5, 1.25]})
+        await transcript.write_messages(msgs[2:])
+    loaded = load_transcript(path)
+    assert loaded.messages == tuple(msgs)
+    assert loaded.markers == (
+        Marker(kind="first", data={"n": 0}, at=0),
+        Marker(kind="compaction", data={"before": 10, "ids": ["c1"]}, at=2),
+        Marker(kind="timings", data={"t": [0.5, 1.25]}, at=2),
+    )
+    assert loaded.markers_of("timings") == (loaded.markers[2],)
+    lines = path.read_bytes().splitlines()
+    assert json.loads(lines[5]) == {"marker": "timings", "data": {"t": [0.5, 1.25]}}
+    assert loaded.line_of(2) == 7  # after the header, a marker, two messages, two markers
+    # The file keeps growing after a marker: it is reopened and appended to.
+    async with JsonlTranscript(path) as transcript:
+        await transcript.write_marker("last", {})
+    assert load_transcript(path).markers[-1] == Marker(kind="last", data={}, at=len(msgs))
+
+
+async def test_a_torn_marker_line_is_dropped_like_a_torn_message(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    async with JsonlTranscript(path) as transcript:
+        await transcript.write_messages(sample()[:1])
+        await transcript.write_marker("m", {"x": "y" * 100})
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-20])
+    loaded = load_transcript(path)
+    assert (loaded.markers, loaded.torn_line) == ((), 3)
+    async with JsonlTranscript(path) as transcript:  # reopening cuts it off
+        assert transcript.dropped_bytes > 0
+    assert load_transcript(path).whole
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ('{"marker":"","data":{}}', r"t.jsonl:2: \$.marker: expected a non-empty string"),
+        ('{"marker":3,"data":{}}', r"\$.marker"),
+        ('{"marker":"m","data":[1]}', r"t.jsonl:2: \$.data: expected a JSON object"),
+        ('{"marker":"m","data":{},"x":1}', r"unexpected keys \['x'\]"),
+    ],
+)
+def test_a_malformed_marker_line_is_a_format_error(tmp_path: Path, line: str, match: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(HEADER_LINE + line.encode() + b"\n" + file_text(sample())[len(HEADER_LINE) :])
+    with pytest.raises(TranscriptFormatError, match=match) as info:
+        load_transcript(path)
+    assert info.value.line == 2
+
+
+async def test_write_marker_refuses_what_is_not_json_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.jsonl"
+    async with JsonlTranscript(path) as transcript:
+        with pytest.raises(TypeError, match="marker data is not JSON"):
+            await transcript.write_marker("m", {"x": object()})
+        with pytest.raises(TypeError, match="marker kind"):
+            await transcript.write_marker("", {})
+        with pytest.raises(TypeError, match="a mapping"):
+            await transcript.write_marker("m", [1])  # type: ignore[arg-type]
+    assert path.read_bytes() == HEADER_LINE
+
+
+def test_write_transcript_keeps_markers_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    msgs = sample()
+    markers = (
+        Marker(kind="end", data={}, at=len(msgs)),
+        Marker(kind="a", data={"i": 1}, at=1),
+        Marker(kind="b", data={"i": 2}, at=1),
+        Marker(kind="start", data={}, at=0),
+    )
+    write_transcript(path, msgs, markers=markers)
+    loaded = load_transcript(path)
+    assert loaded.messages == tuple(msgs)
+    assert loaded.markers == (markers[3], markers[1], markers[2], markers[0])
+    write_transcript(path, loaded.messages, markers=loaded.markers)  # a round trip
+    assert load_transcript(path) == loaded
+    with pytest.raises(ValueError, match="outside the 6 messages"):
+        write_transcript(path, msgs, markers=[Marker(kind="x", data={}, at=7)])
+    assert load_transcript(path) == loaded  # nothing written
 
 
 # --- write_transcript and the long round trip ------------------------------------------

@@ -6,7 +6,7 @@ here (``from .._store import JsonlTranscript``), never from a module of the pack
 imports only from ``_core``.
 """
 
-from ._jsonl import JsonlTranscript, LoadedTranscript, load_transcript, write_transcript
+from ._jsonl import JsonlTranscript, LoadedTranscript, Marker, load_transcript, write_transcript
 from ._jsonl_file import (
     NO_HEADER,
     AppendFile,
@@ -29,6 +29,7 @@ __all__ = [
     "JsonlTranscript",
     "LineFormat",
     "LoadedTranscript",
+    "Marker",
     "UnreadableLine",
     "check_fsync",
     "decode_line",

@@ -6,6 +6,15 @@ surrogate code points, which UTF-8 cannot hold, are written as ``\\uXXXX`` escap
     {"format":"trio-agent-transcript","version":1}       line 1: the header
     {"role":"user","content":[...],"timestamp":...}       then one line per finished
     {"role":"assistant","content":[...],...}              message, in transcript order
+    {"marker":"compaction","data":{...}}                  a marker line, between messages
+
+Marker lines carry what a run records beside its messages (a compaction, a deferral, the
+timings of its requests and calls): ``"marker"`` names the kind, ``"data"`` is a JSON
+object. They never change the messages: :func:`load_transcript` returns them apart, each
+with the number of messages before it (:class:`Marker`), and a reader keeps the kinds it
+knows and skips the others. A file without marker lines is what earlier versions wrote;
+one with them loads only in versions that know markers (earlier ones report the line as
+"not a message").
 
 A transcript is a versioned JSONL file (``_jsonl_file``: the format and the crash model
 it shares with cassettes and fleet results).
@@ -35,13 +44,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import attrs
 import trio
 
-from .._core import Message, TranscriptFormatError, as_history, from_jsonable, message_to_json
+from .._core import (
+    Message,
+    TranscriptFormatError,
+    as_history,
+    check_json,
+    from_jsonable,
+    json_text,
+    message_to_json,
+    to_jsonable,
+)
 from .._core import events as ev
 from ._jsonl_file import (
     AppendFile,
@@ -58,7 +77,13 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from types import TracebackType
 
-__all__ = ["JsonlTranscript", "LoadedTranscript", "load_transcript", "write_transcript"]
+__all__ = [
+    "JsonlTranscript",
+    "LoadedTranscript",
+    "Marker",
+    "load_transcript",
+    "write_transcript",
+]
 
 TRANSCRIPT: Final = LineFormat("trio-agent-transcript", 1)
 """The transcript file format: its header's name and version."""
@@ -86,6 +111,50 @@ def _header_error(exc: HeaderError, where: str) -> TranscriptFormatError:
     return TranscriptFormatError(f"{where}:1: {what}", line=1)
 
 
+@attrs.frozen(kw_only=True)
+class Marker:
+    """A marker line of a transcript: what a run recorded beside its messages.
+
+    Attributes:
+        kind: what it records (``"compaction"``, ``"deferral"``, ``"timings"``...); a
+            reader skips the kinds it does not know.
+        data: its content, a JSON object.
+        at: how many messages come before it in the file: it was written after
+            ``messages[at - 1]`` and before ``messages[at]``.
+    """
+
+    kind: str
+    data: Mapping[str, Any]
+    at: int = 0
+
+
+def _is_marker(data: Any) -> bool:
+    return isinstance(data, dict) and "marker" in data and "role" not in data
+
+
+def _parse_marker(data: dict[str, Any], at: int, where: str, line: int | None) -> Marker:
+    kind, content = data.get("marker"), data.get("data", {})
+    problem = None
+    if not isinstance(kind, str) or not kind:
+        problem = "$.marker: expected a non-empty string"
+    elif not isinstance(content, dict):
+        problem = "$.data: expected a JSON object"
+    elif set(data) - {"marker", "data"}:
+        problem = f"unexpected keys {sorted(set(data) - {'marker', 'data'})} in a marker line"
+    if problem is not None:
+        place = f"{where}:{line}" if line is not None else f"{where}, last line"
+        raise TranscriptFormatError(f"{place}: {problem}", line=line)
+    assert isinstance(kind, str)
+    return Marker(kind=kind, data=content, at=at)
+
+
+def _parse_line(data: Any, where: str, line: int | None) -> Message | Marker:
+    """A message line or a marker line (``at`` is set by the caller)."""
+    if _is_marker(data):
+        return _parse_marker(data, 0, where, line)
+    return _parse_message(data, where, line)
+
+
 def _parse_message(data: Any, where: str, line: int | None) -> Message:
     try:
         message: Message = from_jsonable(data, Message)
@@ -104,6 +173,8 @@ class LoadedTranscript:
 
     Attributes:
         messages: every whole message, in file order.
+        markers: every marker line, in file order (each knows how many messages come
+            before it).
         version: the format version of the header.
         torn_line: the 1-based line number of a torn last line that was dropped (a crash
             happened while it was written), else None.
@@ -111,19 +182,24 @@ class LoadedTranscript:
     """
 
     messages: tuple[Message, ...]
+    markers: tuple[Marker, ...] = ()
     version: int = VERSION
     torn_line: int | None = None
     torn_reason: str | None = None
+
+    def markers_of(self, kind: str) -> tuple[Marker, ...]:
+        """The markers of one kind, in file order."""
+        return tuple(m for m in self.markers if m.kind == kind)
 
     @property
     def whole(self) -> bool:
         """True when nothing was dropped."""
         return self.torn_line is None
 
-    @staticmethod
-    def line_of(index: int) -> int:
-        """The file line of ``messages[index]`` (the header is line 1)."""
-        return index + 2
+    def line_of(self, index: int) -> int:
+        """The file line of ``messages[index]`` (the header is line 1; marker lines
+        before the message count)."""
+        return index + 2 + sum(1 for m in self.markers if m.at <= index)
 
 
 def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
@@ -133,16 +209,17 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
     messages themselves (plus one line), not a copy of the whole file.
 
     Lines are numbered from 1, the header being line 1. The last line is kept when it
-    reads as a message, with or without its final newline; when it is not UTF-8 JSON
+    reads as a message or a marker, with or without its final newline; when it is not UTF-8 JSON
     text it is *torn* (a crash cut it): it is dropped and reported in
     ``torn_line`` of the :class:`LoadedTranscript`.
 
     Raises:
         TranscriptFormatError: an empty file, a missing or unknown header or version, or
             a bad line anywhere but at the end (not UTF-8, malformed JSON, a blank line,
-            or JSON that is not a message — also as the last line, since a crash cannot
-            produce well-formed JSON). ``.line`` is the line number and ``.path`` the
-            field path inside that line (like ``$.content[0].type``).
+            or JSON that is neither a message nor a marker line — also as the last
+            line, since a crash cannot produce well-formed JSON). ``.line`` is the
+            line number and ``.path`` the field path inside that line (like
+            ``$.content[0].type``).
         OSError: the file cannot be read.
     """
     where = os.fspath(path)
@@ -152,9 +229,16 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadedTranscript:
         except HeaderError as exc:
             raise _header_error(exc, where) from None
         lines = JsonLines(f, where)
-        messages = [_parse_message(item, where, number) for number, item in lines]
+        messages: list[Message] = []
+        markers: list[Marker] = []
+        for number, item in lines:
+            if _is_marker(item):
+                markers.append(_parse_marker(item, len(messages), where, number))
+            else:
+                messages.append(_parse_message(item, where, number))
     return LoadedTranscript(
         messages=tuple(messages),
+        markers=tuple(markers),
         version=version,
         torn_line=lines.torn_line,
         torn_reason=lines.torn_reason,
@@ -165,15 +249,45 @@ def _encode(messages: Iterable[Message]) -> bytes:
     return "".join([message_to_json(m) + "\n" for m in messages]).encode()
 
 
+def _marker_line(kind: str, data: Mapping[str, Any]) -> bytes:
+    if not isinstance(kind, str) or not kind:
+        raise TypeError(f"a marker kind is a non-empty string, not {kind!r}")
+    if not isinstance(data, Mapping):
+        raise TypeError(f"a marker's data is a mapping, not {type(data).__name__}")
+    check_json(data, "marker data")
+    return (json_text({"marker": kind, "data": to_jsonable(dict(data))}) + "\n").encode()
+
+
+def _encode_with_markers(messages: tuple[Message, ...], markers: Iterable[Marker]) -> bytes:
+    ordered = sorted(markers, key=lambda m: m.at)  # stable: markers at one place keep order
+    parts: list[bytes] = []
+    done = 0
+    for marker in ordered:
+        if not 0 <= marker.at <= len(messages):
+            raise ValueError(
+                f"a marker at {marker.at} is outside the {len(messages)} messages written"
+            )
+        parts.append(_encode(messages[done : marker.at]))
+        parts.append(_marker_line(marker.kind, marker.data))
+        done = marker.at
+    parts.append(_encode(messages[done:]))
+    return b"".join(parts)
+
+
 def write_transcript(
-    path: str | os.PathLike[str], messages: Iterable[Message], *, fsync: bool = True
+    path: str | os.PathLike[str],
+    messages: Iterable[Message],
+    *,
+    markers: Iterable[Marker] = (),
+    fsync: bool = True,
 ) -> None:
     """Write a whole transcript file, replacing ``path`` atomically. Blocks (file I/O).
 
     The file is written next to ``path`` under a temporary name, fsynced (unless
     ``fsync=False``) and renamed over ``path``: a crash leaves either the old file or the
     new one, never a mix. Use it to rewrite a transcript after :func:`repair` before
-    appending to it again.
+    appending to it again; pass the loaded ``markers`` to keep them (each is written
+    before ``messages[marker.at]``, markers at one place in their given order).
 
     It takes the same lock as :class:`JsonlTranscript`, so it never replaces a file a
     writer still has open (whose later lines would go to the replaced file and be lost):
@@ -183,12 +297,14 @@ def write_transcript(
         AgentUsageError: a ``JsonlTranscript`` (in this or another process) has ``path``
             open; close it first.
         OSError: the file cannot be written (the temporary file is removed).
-        TypeError: an item is not a message, or a message holds a value that is not
-            JSON (in ``details``, say); nothing is written.
+        TypeError: an item is not a message, or a message or marker holds a value that
+            is not JSON (in ``details``, say); nothing is written.
+        ValueError: a marker's ``at`` is past the end of ``messages``; nothing is
+            written.
     """
     target = Path(path)
     # A line that is not a message would make the file unloadable: checked first.
-    payload = HEADER_LINE + _encode(as_history(messages, "messages"))
+    payload = HEADER_LINE + _encode_with_markers(as_history(messages, "messages"), markers)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     # Locking needs a file to lock: a missing target is created empty, under the lock,
     # so that no writer can open it meanwhile.
@@ -285,7 +401,8 @@ class JsonlTranscript:
 
         Raises:
             TranscriptFormatError: the file exists but is not a transcript of this
-                format version, or its last line is JSON that is not a message.
+                format version, or its last line is JSON that is neither a message nor
+                a marker line.
             AgentUsageError: another ``JsonlTranscript`` has the file open.
             OSError: the file cannot be opened or written.
             RuntimeError: entered twice.
@@ -333,7 +450,7 @@ class JsonlTranscript:
                 TRANSCRIPT,
                 lock=True,
                 durable=self.fsync is not False,
-                check_last=lambda data: _parse_message(data, where, None),
+                check_last=lambda data: _parse_line(data, where, None),
             )
         except HeaderError as exc:
             raise _header_error(exc, where) from None
@@ -395,12 +512,30 @@ class JsonlTranscript:
             self._raise_not_open()
         await self._write(as_history(messages, "messages"), sync=self.fsync is not False)
 
+    async def write_marker(self, kind: str, data: Mapping[str, Any]) -> None:
+        """Append one marker line ``{"marker": kind, "data": data}`` after the messages
+        written so far (fsynced unless ``fsync`` is ``False`` or ``"turn"``). A
+        checkpoint; written exactly once whatever cancels, like a message line.
+
+        Raises as :meth:`write_event`, and ``TypeError`` (nothing written) when ``kind``
+        is not a non-empty string or ``data`` not a JSON object.
+        """
+        if self._state != "open":
+            self._raise_not_open()
+        line = _marker_line(kind, data)
+        with trio.CancelScope(shield=True):
+            await self._write_bytes(line, sync=self.fsync is True)
+        await trio.lowlevel.checkpoint_if_cancelled()
+
     async def _write(self, messages: tuple[Message, ...], *, sync: bool) -> None:
+        await self._write_bytes(_encode(messages) if messages else b"", sync=sync)
+
+    async def _write_bytes(self, data: bytes, *, sync: bool) -> None:
         async with self._lock:
             if self._state != "open":
                 self._raise_not_open()
-            if messages or (sync and self._file is not None and self._file.dirty):
-                await trio.to_thread.run_sync(self._write_sync, messages, sync)
+            if data or (sync and self._file is not None and self._file.dirty):
+                await trio.to_thread.run_sync(self._write_sync, data, sync)
 
     def _raise_not_open(self) -> None:
         if self._state == "new":
@@ -409,7 +544,7 @@ class JsonlTranscript:
             )
         raise trio.ClosedResourceError("the transcript is closed")
 
-    def _write_sync(self, messages: tuple[Message, ...], sync: bool) -> None:
+    def _write_sync(self, data: bytes, sync: bool) -> None:
         # Runs in a worker thread, one at a time (under the lock).
         file = self._file
         assert file is not None
@@ -417,4 +552,4 @@ class JsonlTranscript:
             raise trio.BrokenResourceError(
                 f"an earlier write to {self.path} failed: {file.broken}"
             ) from file.broken
-        file.append(_encode(messages), sync=sync)
+        file.append(data, sync=sync)
