@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,14 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from tests.kit.fleet import assert_fleet_complete, result_lines, transcripts_load_and_pair
+from tests.kit.fleet import (
+    assert_fleet_complete,
+    fleet_cli,
+    result_lines,
+    results_reach,
+    transcripts_load_and_pair,
+)
+from tests.kit.processes import child_process, wait_until
 from trio_agent import (
     AssistantMessage,
     BeforeToolCallContext,
@@ -111,38 +117,12 @@ def _snapshot(out: Path) -> dict[str, Any]:
 
 def test_sigkill_mid_fleet_then_rerun(tmp_path: Path) -> None:
     out = tmp_path / "fleet"
-    cmd = [
-        sys.executable,
-        "-m",
-        "trio_agent.cli",
-        "fleet",
-        "--demo",
-        "--demo-sleep",
-        "0.05",
-        "--concurrency",
-        "32",
-        "--fsync",
-        "never",
-        "--no-progress",
-        "--out",
-        str(out),
-    ]
+    demo = ("--demo", "--demo-sleep", "0.05", "--concurrency", "32", "--fsync", "never")
     log = tmp_path / "child.log"
-    with log.open("wb") as err:
-        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        deadline = time.monotonic() + 120
-        results = out / "results.jsonl"
-        while not (results.exists() and results.read_bytes().count(b"\n") >= 150):
-            assert child.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the fleet made no progress"
-            time.sleep(0.01)
+    with child_process(fleet_cli(*demo, "--no-progress", "--out", str(out)), log) as child:
+        wait_until(child, log, results_reach(out, 150), within=120, what="no progress")
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
     assert child.returncode == -signal.SIGKILL
     # The killed fleet's lock file stays, with its pid; its lock went with the process.
     assert (out / "fleet.lock").read_text() == f"{child.pid}\n"
@@ -181,40 +161,13 @@ def test_sigkill_mid_fleet_then_rerun(tmp_path: Path) -> None:
 
 def test_ctrl_c_exits_130_with_paired_transcripts_and_the_rerun_resumes(tmp_path: Path) -> None:
     out = tmp_path / "fleet"
-    cmd = [
-        sys.executable,
-        "-m",
-        "trio_agent.cli",
-        "fleet",
-        "--demo",
-        "--demo-tasks",
-        "300",
-        "--demo-sleep",
-        "0.3",
-        "--concurrency",
-        "40",
-        "--fsync",
-        "never",
-        "--no-progress",
-        "--out",
-        str(out),
-    ]
+    demo = ("--demo", "--demo-tasks", "300", "--demo-sleep", "0.3", "--concurrency", "40")
     log = tmp_path / "child.log"
-    with log.open("wb") as err:
-        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        deadline = time.monotonic() + 120
-        results = out / "results.jsonl"
-        while not (results.exists() and results.read_bytes().count(b"\n") >= 40):
-            assert child.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the fleet made no progress"
-            time.sleep(0.01)
+    cmd = fleet_cli(*demo, "--fsync", "never", "--no-progress", "--out", str(out))
+    with child_process(cmd, log) as child:
+        wait_until(child, log, results_reach(out, 40), within=120, what="no progress")
         child.send_signal(signal.SIGINT)
         child.wait(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
     assert child.returncode == 130, log.read_text()
     assert "interrupted" in log.read_text()
     recorded = result_lines(out)
@@ -890,23 +843,14 @@ async def test_a_second_fleet_on_the_same_folder_is_refused_with_the_holders_pid
 def test_two_commands_on_one_folder_the_second_exits_1_naming_the_first(tmp_path: Path) -> None:
     out = tmp_path / "fleet"
     demo = ("--demo", "--demo-tasks", "200", "--demo-sleep", "0.2", "--concurrency", "20")
-    cmd = [sys.executable, "-m", "trio_agent.cli", "fleet", "--no-progress", *demo]
     log = tmp_path / "first.log"
-    with log.open("wb") as err:
-        first = subprocess.Popen([*cmd, "--out", str(out)], stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        deadline = time.monotonic() + 60
-        while not (out / "fleet.lock").exists() or not (out / "fleet.lock").read_text():
-            assert first.poll() is None
-            assert time.monotonic() < deadline, "the first fleet never took the lock"
-            time.sleep(0.01)
+    lock = out / "fleet.lock"
+    with child_process(fleet_cli("--no-progress", *demo, "--out", str(out)), log) as first:
+        locked = lambda: lock.exists() and bool(lock.read_text())  # noqa: E731
+        wait_until(first, log, locked, within=60, what="the first fleet never took the lock")
         second = fleet_command(*demo, "--out", str(out))
         assert first.poll() is None, "the first fleet ended too soon for this test"
         assert first.wait(timeout=120) == 0, log.read_text()
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
     assert second.returncode == 1
     assert f"in use by another fleet (pid {first.pid})" in second.stderr
     assert "Traceback" not in second.stderr

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from tests.kit.fleet import assert_fleet_complete, result_lines
+from tests.kit.fleet import assert_fleet_complete, fleet_cli, result_lines
+from tests.kit.processes import child_process, wait_until
 from trio_agent import Usage
 from trio_agent._store._locked_file import open_locked
 from trio_agent.fleet import (
@@ -399,7 +400,7 @@ def _closed_address() -> str:
 
 
 def _fleet_cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "trio_agent.cli", "fleet", "--demo", "--demo-tasks", "3", *args]
+    return fleet_cli("--demo", "--demo-tasks", "3", *args)
 
 
 def test_an_unreachable_cluster_is_a_clear_error_after_the_timeout(tmp_path: Path) -> None:
@@ -447,26 +448,15 @@ trio.run(main)
 def test_ctrl_c_ends_the_wait_for_an_unreachable_cluster(tmp_path: Path) -> None:
     log = tmp_path / "stderr.log"
     args = ("--ray", _closed_address(), "--ray-timeout", "600", "--progress")
-    with log.open("wb") as err:
-        child = subprocess.Popen(
-            _fleet_cli(*args, "--out", str(tmp_path / "out")), stdout=subprocess.DEVNULL, stderr=err
-        )
-    try:
-        deadline = time.monotonic() + 60
+    with child_process(_fleet_cli(*args, "--out", str(tmp_path / "out")), log) as child:
         # The progress line shows once the fleet's loop runs, ray.init waiting in its thread.
-        while b"fleet: 0 done" not in log.read_bytes():
-            assert child.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
+        shown = lambda: b"fleet: 0 done" in log.read_bytes()  # noqa: E731
+        wait_until(child, log, shown, within=60, what="no progress line", poll=0.05)
         time.sleep(0.5)
         interrupted = time.monotonic()
         child.send_signal(signal.SIGINT)
         child.wait(timeout=60)
         took = time.monotonic() - interrupted
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
     assert child.returncode == 130, log.read_text()
     assert took < 10, took
 

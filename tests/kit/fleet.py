@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from trio_agent import AssistantMessage, check_transcript, load_transcript
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection
     from pathlib import Path
+
+
+def fleet_cli(*args: str) -> list[str]:
+    """The command line of ``trio-agent fleet ARGS`` run by this Python."""
+    return [sys.executable, "-m", "trio_agent.cli", "fleet", *args]
+
+
+def results_reach(out: Path, count: int) -> Callable[[], bool]:
+    """A check that ``out/results.jsonl`` holds at least ``count`` lines."""
+    results = out / "results.jsonl"
+    return lambda: results.exists() and results.read_bytes().count(b"\n") >= count
 
 
 def result_lines(out: Path) -> list[dict[str, Any]]:

@@ -1,10 +1,18 @@
 """Processes seen through ``/proc`` (Linux only): whether one is alive, and the live
 ones by parent or by process group. A zombie counts as gone: it has exited, only its
-exit status waits to be read."""
+exit status waits to be read. And child processes a test starts, waits on and signals."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from pathlib import Path
 
 
 def _state(pid: int | str) -> list[str] | None:
@@ -44,3 +52,35 @@ def children_of(pid: int) -> list[int]:
 def live_members(pgid: int) -> list[int]:
     """The live processes of process group ``pgid``."""
     return _live(2, pgid)
+
+
+@contextlib.contextmanager
+def child_process(cmd: Sequence[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``cmd`` in a child process (stdout discarded, stderr to ``log``); on the way
+    out a child still running is killed and reaped, whatever the test did."""
+    with log.open("wb") as err:
+        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def wait_until(
+    child: subprocess.Popen[bytes],
+    log: Path,
+    ready: Callable[[], bool],
+    *,
+    within: float,
+    what: str,
+    poll: float = 0.01,
+) -> None:
+    """Poll ``ready()`` until it is true; fail (with the child's stderr) when the child
+    exits first or ``within`` seconds pass."""
+    deadline = time.monotonic() + within
+    while not ready():
+        assert child.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, f"{what}\n{log.read_text()}"
+        time.sleep(poll)
