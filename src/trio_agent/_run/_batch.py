@@ -98,12 +98,15 @@ class CallState(ToolContext):
 
     def end_event(self) -> ev.ToolExecutionEnd:
         assert self.result is not None
+        # NaN (execute never started) is the one value not equal to itself.
+        start = self.start
         return ev.ToolExecutionEnd(
             call_id=self.call.id,
             tool_name=self.call.name,
             result=self.result,
             is_error=self.result.is_error,
             outcome=self.outcome,
+            duration=self.end - start if start == start else None,
         )
 
     async def report_progress(self, partial: Any) -> None:
