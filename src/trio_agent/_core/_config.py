@@ -181,12 +181,17 @@ class AfterToolCallResult:
         details: the new details, JSON data for the application.
         is_error: whether the result is now an error.
         terminate: whether the result now asks to end the run.
+        structured_content: the new structured content (JSON data, checked against the
+            tool's ``output_schema`` as the tool's own is). When ``content`` is replaced
+            without it, the result's structured content is dropped: it may no longer
+            say what the content says.
     """
 
     content: str | Sequence[Text | Image] | None = None
     details: Any = None
     is_error: bool | None = None
     terminate: bool | None = None
+    structured_content: Any = None
 
 
 @attrs.frozen(kw_only=True)
