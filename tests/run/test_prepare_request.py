@@ -38,6 +38,7 @@ from trio_agent import (
     TurnEnd,
     TurnStart,
     UserMessage,
+    open_agent,
     open_agent_loop,
     run_agent_loop,
 )
@@ -178,6 +179,32 @@ async def test_prepare_request_is_not_called_when_no_request_follows() -> None:
         LoopConfig(max_steps=1, prepare_request=lambda rc: calls.append(1)),  # type: ignore[func-returns-value]
     )
     assert (result.reason, len(calls)) == ("max_steps", 1)
+
+
+async def test_an_agent_calls_prepare_request_for_every_request_of_every_prompt() -> None:
+    seen: list[RequestContext] = []
+
+    def prepare(rc: RequestContext) -> NextTurn | None:
+        seen.append(rc)
+        return None
+
+    model = ScriptedModel([tool_use(call("a")), reply("one"), reply("two")])
+    async with open_agent(
+        model, tools=[make_tool()], config=LoopConfig(prepare_request=prepare)
+    ) as agent:
+        first = await agent.prompt("first")
+        second = await agent.prompt("second")
+    assert first.steps + second.steps == len(seen) == len(model.requests) == 3
+    for rc, request in zip(seen, model.requests, strict=True):
+        assert rc.context.messages == request.messages
+    # The second prompt's request is prepared with the whole conversation, prompt included.
+    assert [m.role for m in seen[2].context.messages] == [
+        "user",
+        "assistant",
+        "tool_result",
+        "assistant",
+        "user",
+    ]
 
 
 # --- ToolExecutionEnd.duration -------------------------------------------------------------------
