@@ -329,3 +329,13 @@ def test_a_result_without_structured_content_is_written_as_before() -> None:
     ]
     # ...so a transcript written before the field existed reads back the same.
     assert loads(dumps([plain])) == (plain,)
+
+
+async def test_a_result_message_whose_structured_content_is_not_json_is_refused() -> None:
+    bad = ToolResultMessage(
+        tool_call_id="c", tool_name="t", content=(), structured_content={"at": object()}
+    )
+    model = ScriptedModel([reply()])
+    with pytest.raises(TypeError, match=r"structured_content is not JSON data"):
+        await run_agent_loop([bad], ctx(), model)
+    assert model.requests == []
