@@ -97,6 +97,7 @@ from ._core import ModelOptions as ModelOptions
 from ._core import ModelRequest as ModelRequest
 from ._core import NextTurn as NextTurn
 from ._core import Observer as Observer
+from ._core import RequestContext as RequestContext
 from ._core import RequestObservation as RequestObservation
 from ._core import RunObservation as RunObservation
 from ._core import Start as Start
@@ -184,6 +185,7 @@ __all__ = [
     "ModelRequest",
     "NextTurn",
     "Observer",
+    "RequestContext",
     "RequestObservation",
     "RunObservation",
     "Start",

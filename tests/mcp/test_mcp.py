@@ -101,6 +101,7 @@ TOOL_NAMES = [
     "getenv",
     "pid",
     "grow",
+    "shape",
 ]
 GUARD = 60  # seconds: far above any test's time; a hang fails instead of stalling
 
@@ -190,7 +191,8 @@ async def test_stdio_tools_in_a_run(tmp_path: Path) -> None:
         assert not alive(pid)
     end = ends(events)
     assert end["a"].result.content == (Text(text="5"),)
-    # The structured content ({"result": 5}) says what the text says: not kept twice.
+    # The structured content ({"result": 5}) is kept beside the text, for programs.
+    assert end["a"].result.structured_content == {"result": 5}
     assert end["a"].result.details is None
     assert not end["a"].is_error
     assert end["f"].is_error
@@ -662,7 +664,7 @@ async def test_max_result_chars_is_per_server(http: tuple[str, Path]) -> None:
     assert uncut.content == [Text(text="x" * 200_000)]
 
 
-async def test_details_keep_structured_content_only_when_it_adds_to_the_text(
+async def test_structured_content_is_kept_beside_the_text_within_the_bound(
     tmp_path: Path,
 ) -> None:
     with trio.fail_after(GUARD):
@@ -675,17 +677,63 @@ async def test_details_keep_structured_content_only_when_it_adds_to_the_text(
             table = await server.call("table", {"rows": 3})
             # ...rows that do not fit in max_result_chars are not kept, and it says so.
             huge = await server.call("table", {"rows": 5000})
-    assert echoed.details is None
+    # Too big to keep, and the text (cut) already says what it says: no note.
+    assert echoed.structured_content is None
     assert echoed.content[0] == Text(text="y" * 50_000)
-    assert summed.details is None
+    assert len(echoed.content) == 2  # the cut's note only
+    assert summed.structured_content == {"result": 5}
     assert summed.content == [Text(text="5")]
     assert table.content == [Text(text="3 rows")]
-    assert table.details == {"rows": [{"n": i, "name": f"row {i}"} for i in range(3)]}
-    assert huge.details is None
+    assert table.structured_content == {"rows": [{"n": i, "name": f"row {i}"} for i in range(3)]}
+    assert huge.structured_content is None
     assert huge.content == [
         Text(text="5000 rows"),
         Text(text="\n\n[its structured content (over 50,000 characters) is not kept]"),
     ]
+    assert [r.details for r in (echoed, summed, table, huge)] == [None] * 4
+
+
+async def test_output_schemas_and_structured_content_reach_the_run(tmp_path: Path) -> None:
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(stdio_server(tmp_path / "s.log"), prefix="t") as mcp:
+            tools = {t.name: t for t in mcp.tools}
+            model = ScriptedModel(
+                [
+                    calls(
+                        ("good", "t__shape", {"wrong": False}),
+                        ("bad", "t__shape", {"wrong": True}),
+                        ("sum", "t__add", {"a": 1, "b": 2}),
+                    ),
+                    reply(),
+                ]
+            )
+            result, events, context = await run(mcp.tools, model)
+    # The server's outputSchema (published by hand, or derived by its SDK from the
+    # return annotation) is the tool's output_schema.
+    assert tools["t__shape"].output_schema == {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["n", "tags"],
+    }
+    assert tools["t__add"].output_schema is not None
+    assert tools["t__add"].output_schema["properties"]["result"]["type"] == "integer"
+    assert tools["t__echo"].output_schema is not None
+    assert tools["t__big"].output_schema is None  # structured_output=False
+    end = ends(events)
+    assert end["good"].result.structured_content == {"n": 7, "tags": ["a", "b"]}
+    assert not end["good"].is_error
+    assert end["sum"].result.structured_content == {"result": 3}
+    # Content that does not match the schema is refused (by the SDK's client, before the
+    # result reaches the run): an error result naming where it failed, nothing kept.
+    assert end["bad"].is_error
+    assert end["bad"].result.structured_content is None
+    assert "tags'][1]" in only_text(end["bad"].result)
+    assert "not of type 'string'" in only_text(end["bad"].result)
+    # The transcript keeps the structured content (JSON round trip checked here too).
+    assert_run_invariants(result, events, model.requests, context)
 
 
 # --- tool names the model APIs accept --------------------------------------------------

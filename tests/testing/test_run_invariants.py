@@ -348,6 +348,19 @@ def test_per_call_event_order_is_checked(good: ScriptRun) -> None:
     assert "[5 call events]" in tags(good, events=[*events[: end + 1], stray, *events[end + 1 :]])
 
 
+def test_a_duration_that_does_not_fit_the_outcome_is_caught(good: ScriptRun) -> None:
+    assert tags(good) == set()
+    events = list(good.events)
+    ends = {e.call_id: i for i, e in enumerate(events) if isinstance(e, ToolExecutionEnd)}
+    ran, missing = ends["a"], ends["b"]  # an ok call, and a call to an unknown tool
+    assert events[ran].duration == 0.5  # type: ignore[union-attr]
+    assert events[missing].duration is None  # type: ignore[union-attr]
+    for i, duration in ((ran, None), (missing, 1.0), (ran, -1.0)):
+        changed = list(events)
+        changed[i] = attrs.evolve(events[i], duration=duration)  # type: ignore[misc]
+        assert "[5 call events]" in tags(good, events=changed), duration
+
+
 def test_an_end_after_a_parallel_batchs_result_messages_is_caught(good: ScriptRun) -> None:
     # In a parallel batch every call started before the result messages: an end that
     # comes after them is out of place. (A sequential batch starts its next call after

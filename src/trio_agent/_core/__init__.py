@@ -15,6 +15,7 @@ from . import _events as events
 from ._arguments import (
     InvalidArguments,
     check_arguments,
+    check_structured_content,
     compile_parameters,
     convert_arguments,
 )
@@ -39,6 +40,7 @@ from ._config import (
     MaybeAwaitable,
     Messages,
     NextTurn,
+    RequestContext,
     TurnContext,
     maybe_await,
     trusted_context,
@@ -223,6 +225,7 @@ __all__ = [
     "Observer",
     "Part",
     "Phase",
+    "RequestContext",
     "RequestObservation",
     "RunObservation",
     "Start",
@@ -270,6 +273,7 @@ __all__ = [
     "check_message",
     "check_model",
     "check_run",
+    "check_structured_content",
     "check_tool_name",
     "check_transcript",
     "compile_parameters",

@@ -31,7 +31,13 @@ from ._conversion import Converter
 if TYPE_CHECKING:
     from ._tools import Tool
 
-__all__ = ["InvalidArguments", "check_arguments", "compile_parameters", "convert_arguments"]
+__all__ = [
+    "InvalidArguments",
+    "check_arguments",
+    "check_structured_content",
+    "compile_parameters",
+    "convert_arguments",
+]
 
 MAX_ECHO: Final = 2000
 """How many characters of the received arguments an error result repeats."""
@@ -54,11 +60,12 @@ class InvalidArguments(Exception):
 
 
 class _Compiled:
-    """A tool's schema as plain JSON data, with its validator (or why it has none)."""
+    """A tool's schema as plain JSON data, with its validator (or why it has none) and,
+    for a parameters schema, its lenient converter."""
 
     __slots__ = ("converter", "problem", "validator")
 
-    def __init__(self, parameters: Mapping[str, Any]) -> None:
+    def __init__(self, parameters: Mapping[str, Any], *, convert: bool = True) -> None:
         self.validator: jsonschema_rs.Validator | None = None
         self.problem: str | None = None
         self.converter: Converter | None = None
@@ -76,10 +83,12 @@ class _Compiled:
         ) as exc:
             self.problem = _first_line(str(exc))
         else:
-            self.converter = Converter(schema)
+            if convert:
+                self.converter = Converter(schema)
 
 
 _compiled: weakref.WeakKeyDictionary[Tool, _Compiled] = weakref.WeakKeyDictionary()
+_compiled_output: weakref.WeakKeyDictionary[Tool, _Compiled] = weakref.WeakKeyDictionary()
 
 
 def _compiled_for(tool: Tool) -> _Compiled:
@@ -92,16 +101,31 @@ def _compiled_for(tool: Tool) -> _Compiled:
     return compiled
 
 
+def _compiled_output_for(tool: Tool, schema: Mapping[str, Any]) -> _Compiled:
+    try:
+        return _compiled_output[tool]
+    except KeyError:
+        pass
+    compiled = _Compiled(schema, convert=False)
+    _compiled_output[tool] = compiled
+    return compiled
+
+
 def compile_parameters(tool: Tool) -> None:
-    """Compile and cache ``tool``'s validator now rather than on its first call.
+    """Compile and cache ``tool``'s validators (its parameters schema, and its output
+    schema if it has one) now rather than on its first call.
 
     Raises:
-        ValueError: the schema is not a valid JSON Schema, or has a ``$ref`` that cannot
+        ValueError: a schema is not a valid JSON Schema, or has a ``$ref`` that cannot
             be resolved locally.
     """
     problem = _compiled_for(tool).problem
     if problem is not None:
         raise ValueError(f'invalid parameters schema for tool "{tool.name}": {problem}')
+    if tool.output_schema is not None:
+        problem = _compiled_output_for(tool, tool.output_schema).problem
+        if problem is not None:
+            raise ValueError(f'invalid output schema for tool "{tool.name}": {problem}')
 
 
 # --- checking --------------------------------------------------------------------------
@@ -147,6 +171,35 @@ def check_arguments(tool: Tool, raw: Mapping[str, Any]) -> Mapping[str, Any]:
     raise InvalidArguments(_failure(tool.name, _error_lines(errors), raw))
 
 
+def check_structured_content(tool: Tool, value: Any) -> str | None:
+    """Validate ``value``, a result's structured content, against ``tool.output_schema``
+    (strictly: no conversion). Not a checkpoint.
+
+    Returns:
+        None when it matches (or the tool declares no output schema); else the text of
+        the error result, in the format of an invalid-arguments result: one
+        ``  - <path>: <message>`` line per mismatch, then the value received.
+    """
+    schema = tool.output_schema
+    if schema is None:
+        return None
+    compiled = _compiled_output_for(tool, schema)
+    validator = compiled.validator
+    if validator is None:
+        return f'Tool "{tool.name}" has an invalid output schema: {compiled.problem}'
+    try:
+        errors = list(validator.iter_errors(value))
+    except ValueError:
+        try:
+            errors = list(validator.iter_errors(_plain(value)))
+        except TypeError as exc:
+            lines = [f"  - root: structured content is not JSON data ({exc})"]
+            return _failure(tool.name, lines, value, _OUTPUT)
+    if not errors:
+        return None
+    return _failure(tool.name, _error_lines(errors), value, _OUTPUT)
+
+
 def convert_arguments(schema: Mapping[str, Any], raw: Any) -> Any:
     """The lenient conversion alone (without validation), for one schema.
 
@@ -176,9 +229,16 @@ def _error_path(err: jsonschema_rs.ValidationError) -> str:
     return "root"
 
 
-def _failure(name: str, lines: list[str], raw: Any) -> str:
-    head = f'Validation failed for tool "{name}":'
-    return "\n".join([head, *lines, "", "Received arguments:", _echo(raw)])
+_ARGUMENTS: Final = ('Validation failed for tool "{name}":', "Received arguments:")
+_OUTPUT: Final = (
+    'Structured content of tool "{name}" does not match its output schema:',
+    "Received structured content:",
+)
+
+
+def _failure(name: str, lines: list[str], raw: Any, texts: tuple[str, str] = _ARGUMENTS) -> str:
+    head, received = texts
+    return "\n".join([head.format(name=name), *lines, "", received, _echo(raw)])
 
 
 def _echo(arguments: Any) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "Context",
     "LoopConfig",
     "NextTurn",
+    "RequestContext",
     "TurnContext",
     "maybe_await",
     "trusted_context",
@@ -180,12 +181,17 @@ class AfterToolCallResult:
         details: the new details, JSON data for the application.
         is_error: whether the result is now an error.
         terminate: whether the result now asks to end the run.
+        structured_content: the new structured content (JSON data, checked against the
+            tool's ``output_schema`` as the tool's own is). When ``content`` is replaced
+            without it, the result's structured content is dropped: it may no longer
+            say what the content says.
     """
 
     content: str | Sequence[Text | Image] | None = None
     details: Any = None
     is_error: bool | None = None
     terminate: bool | None = None
+    structured_content: Any = None
 
 
 @attrs.frozen(kw_only=True)
@@ -210,8 +216,26 @@ class TurnContext:
 
 
 @attrs.frozen(kw_only=True)
+class RequestContext:
+    """What ``prepare_request`` is given, right before a model request is sent.
+
+    Attributes:
+        context: the conversation the request is built from: system prompt, tools, and
+            the whole transcript so far (the messages pending for this request
+            included).
+        model: the model the request goes to.
+        options: the ``ModelOptions`` the request carries.
+    """
+
+    context: Context
+    model: Model
+    options: ModelOptions
+
+
+@attrs.frozen(kw_only=True)
 class NextTurn:
-    """What ``prepare_next_turn`` may swap for the rest of the run (``None`` keeps it).
+    """What ``prepare_next_turn`` or ``prepare_request`` may swap for the rest of the run
+    (``None`` keeps it).
 
     Attributes:
         context: a new system prompt, tools and transcript; the run goes on from its
@@ -270,6 +294,14 @@ class LoopConfig:
             to answer; messages it returns start another turn instead of ending the run.
         prepare_next_turn: swap context, model or options before the next request
             (returns a ``NextTurn`` or None; anything else fails the run).
+        prepare_request: called right before every model request, the first included,
+            once per request, given a ``RequestContext``: the messages pending for the
+            request are appended (and their events emitted) before it runs. It returns a
+            ``NextTurn`` — the context, model or options to use for this request and the
+            rest of the run — or None to keep them; anything else, or an exception it
+            raises, fails the run (``AgentRunError``, the transcript paired). It does
+            not poll the queues. ``transform_context`` and ``convert_to_llm`` run after
+            it, on the context it chose.
         should_stop_after_turn: end the run (reason ``stopped``) after a turn.
         continue_after_length: a truncated reply with tool calls asks the model to
             re-issue them instead of ending the run.
@@ -310,6 +342,7 @@ class LoopConfig:
     get_steering_messages: Callable[[], MaybeAwaitable[Messages]] | None = None
     get_follow_up_messages: Callable[[], MaybeAwaitable[Messages]] | None = None
     prepare_next_turn: Callable[[TurnContext], MaybeAwaitable[NextTurn | None]] | None = None
+    prepare_request: Callable[[RequestContext], MaybeAwaitable[NextTurn | None]] | None = None
     should_stop_after_turn: Callable[[TurnContext], MaybeAwaitable[bool]] | None = None
     continue_after_length: bool = False
     model_options: ModelOptions = attrs.field(factory=ModelOptions)

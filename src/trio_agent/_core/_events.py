@@ -463,6 +463,11 @@ class ToolExecutionEnd:
         is_error: whether the result is an error (true for every outcome but ``ok``,
             and for an ``ok`` call whose tool returned an error result).
         outcome: how the call ended (see ``ToolOutcome``).
+        duration: seconds the tool's ``execute`` ran, on the trio clock (monotonic;
+            exact under a test's virtual clock): from its start until it returned,
+            raised, timed out or was cut by an abort or interrupt — ``before_tool_call``,
+            ``after_tool_call`` and any wait for a concurrency slot excluded. None when
+            ``execute`` never started (the call was refused, blocked or skipped).
     """
 
     type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
@@ -471,6 +476,7 @@ class ToolExecutionEnd:
     result: ToolResultMessage
     is_error: bool
     outcome: ToolOutcome
+    duration: float | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -268,6 +268,11 @@ class ToolResultMessage:
         content: what the model reads: text and image blocks.
         details: JSON data for the application (never sent to the model); None if
             the tool gave none.
+        structured_content: the result as JSON data, for programs (never sent to the
+            model: ``content`` is what the model reads, usually its text rendering);
+            when the tool declares an ``output_schema`` and the call succeeded, it
+            matches that schema. None if the tool gave none. Written to a transcript
+            only when set, so transcripts written before it existed load unchanged.
         is_error: whether the call failed; the model sees the content either way.
         timestamp: when the result was made (seconds since the epoch).
     """
@@ -277,6 +282,7 @@ class ToolResultMessage:
     tool_name: str
     content: tuple[Text | Image, ...] = attrs.field(converter=_tuple)
     details: Any = None
+    structured_content: Any = None
     is_error: bool = False
     timestamp: float = attrs.field(factory=_now)
 
@@ -323,6 +329,7 @@ def result_message(
     *,
     is_error: bool,
     details: Any = None,
+    structured_content: Any = None,
 ) -> ToolResultMessage:
     """The result of ``call`` with ``content`` (blocks already checked: see
     ``_inputs.result_content`` for a tool's own), made now."""
@@ -331,6 +338,7 @@ def result_message(
         tool_name=call.name,
         content=content,
         details=details,
+        structured_content=structured_content,
         is_error=is_error,
         timestamp=time.time(),
     )

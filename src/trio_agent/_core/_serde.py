@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import cattrs
-from cattrs.gen import make_dict_unstructure_fn
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
 
 from . import _events as ev
@@ -118,7 +118,7 @@ def _configure_tagged_union(conv: cattrs.Converter, union: Any, tag_name: str) -
             base = (
                 conv.get_unstructure_hook(cl)
                 if cl is ev.MessageUpdate
-                else make_dict_unstructure_fn(cl, conv)
+                else make_dict_unstructure_fn(cl, conv, **_OMITTED_IF_UNSET.get(cl, {}))
             )
             _tag_unstructurers[cl] = _add_tag(base, tag_name, tag)
             conv.register_unstructure_hook(cl, _tag_unstructurers[cl])
@@ -139,6 +139,12 @@ def _configure_tagged_union(conv: cattrs.Converter, union: Any, tag_name: str) -
 
 
 _tag_unstructurers: dict[type, Callable[[Any], dict[str, Any]]] = {}
+
+_OMITTED_IF_UNSET: dict[type, dict[str, Any]] = {
+    ToolResultMessage: {"structured_content": override(omit_if_default=True)},
+}
+"""Fields added after transcripts were first written: left out of the JSON while they
+hold their default, so a line without them means the same as before, both ways."""
 
 
 def _add_tag(
@@ -293,7 +299,8 @@ def check_json(value: Any, what: str) -> None:
 
 def check_message(message: Message, what: str) -> None:
     """Check the free-form values of ``message`` (``what`` names it in the error): a
-    custom message's ``content`` and ``details``, a tool result's ``details``, the
+    custom message's ``content`` and ``details``, a tool result's ``details`` and
+    ``structured_content``, the
     arguments of an assistant message's tool calls. The other fields are typed blocks
     and strings, which every writer can encode.
 
@@ -308,6 +315,8 @@ def check_message(message: Message, what: str) -> None:
     elif type(message) is ToolResultMessage:
         if message.details is not None:
             check_json(message.details, f"{what}.details")
+        if message.structured_content is not None:
+            check_json(message.structured_content, f"{what}.structured_content")
     elif type(message) is AssistantMessage:
         for i, block in enumerate(message.content):
             if type(block) is ToolCall:

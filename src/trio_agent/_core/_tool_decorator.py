@@ -15,6 +15,7 @@ deliberately not used here: its default coercion is lossy (``"false"`` → True)
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import re
 import types
@@ -22,15 +23,20 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal, TypeAlias, overload
 
+import attrs
 import msgspec
 
 from ._arguments import InvalidArguments, check_arguments, compile_parameters
 from ._messages import ToolCall
+from ._schema import json_schema
+from ._serde import json_text
 from ._tools import Tool, ToolContext, ToolOutput
 
 __all__ = ["tool"]
 
-ToolFunction: TypeAlias = Callable[..., Awaitable["str | ToolOutput"]]
+ToolFunction: TypeAlias = Callable[..., Awaitable[object]]
+"""An async function returning ``str``, :class:`ToolOutput`, or an instance of the
+structured type its return annotation names."""
 PrepareArguments: TypeAlias = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
@@ -89,6 +95,12 @@ def tool(
     types, and returns ``str`` or :class:`ToolOutput`. ``label``, ``timeout``,
     ``execution_mode`` and ``prepare_arguments`` are passed to :class:`Tool`.
 
+    A return annotation that is an attrs class, a dataclass or a ``TypedDict`` gives the
+    tool an ``output_schema`` (that type's JSON Schema). The function then returns an
+    instance of it: the result's ``structured_content`` is its JSON data, and its
+    content (what the model reads) that data as JSON text. A ``str`` or
+    :class:`ToolOutput` it returns instead is taken as it is.
+
     Raises:
         TypeError: ``fn`` is not an async function, has ``*args``/``**kwargs`` or an
             unannotated parameter, or an annotation has no JSON Schema.
@@ -144,6 +156,14 @@ def _build(
         if injected is None:
             fields.append(_field(param, hint, arg_docs.get(param.name)))
 
+    returns = hints.get("return")
+    output_schema: dict[str, Any] | None = None
+    if _structured(returns):
+        try:
+            output_schema = json_schema(returns)
+        except TypeError as exc:
+            raise TypeError(f"@tool cannot build an output schema for {where}: {exc}") from exc
+
     struct = msgspec.defstruct(
         f"{tool_name}_arguments", fields, kw_only=True, forbid_unknown_fields=True
     )
@@ -181,7 +201,11 @@ def _build(
                 positional.append(value)
             else:
                 keywords[pname] = value
-        return await fn(*positional, **keywords)
+        out = await fn(*positional, **keywords)
+        if output_schema is None or isinstance(out, str | ToolOutput):
+            return out
+        data = msgspec.to_builtins(out)
+        return ToolOutput(content=json_text(data), structured_content=data)
 
     execute.__name__ = getattr(fn, "__name__", "execute")
     execute.__qualname__ = where
@@ -197,10 +221,21 @@ def _build(
         execution_mode=execution_mode,
         prepare_arguments=prepare_arguments,
         timeout=timeout,
+        output_schema=output_schema,
     )
     built.append(result)
     compile_parameters(result)
     return result
+
+
+def _structured(hint: Any) -> bool:
+    """Whether a return annotation names a structured type: an attrs class, a dataclass
+    or a ``TypedDict`` (not :class:`ToolOutput`, what a tool returns in general)."""
+    return (
+        isinstance(hint, type)
+        and hint is not ToolOutput
+        and (attrs.has(hint) or dataclasses.is_dataclass(hint) or typing.is_typeddict(hint))
+    )
 
 
 def _injected(hint: Any) -> str | None:

@@ -33,12 +33,18 @@ class ToolOutput:
             result of the batch asks, and nothing is queued).
         is_error: report a failure while keeping ``details`` (raising an exception is
             the other way to fail; it carries only a message).
+        structured_content: the result as JSON data for programs, beside ``content``
+            (which the model reads: put its text rendering there). Kept as the result
+            message's ``structured_content``. Checked when the tool returns, as
+            ``details`` is, and against the tool's ``output_schema`` when it declares
+            one and the result is not an error.
     """
 
     content: str | Sequence[Text | Image]
     details: Any = None
     terminate: bool = False
     is_error: bool = False
+    structured_content: Any = None
 
 
 @attrs.define(eq=False)
@@ -107,6 +113,14 @@ def _check_parameters(_instance: Any, _attribute: Any, parameters: Any) -> None:
         )
 
 
+def _check_output(_instance: Any, _attribute: Any, schema: Any) -> None:
+    if schema is not None and not isinstance(schema, Mapping):
+        raise TypeError(
+            f"Tool.output_schema must be a JSON Schema (a dict) or None, not "
+            f"{type(schema).__name__} {schema!r:.60}"
+        )
+
+
 @attrs.frozen(kw_only=True, eq=False)
 class Tool:
     """A tool the model may call (compared and hashed by identity).
@@ -123,6 +137,12 @@ class Tool:
         prepare_arguments: a shim run on the raw arguments before validation (for
             example to accept an old argument name).
         timeout: seconds; overrides ``LoopConfig.tool_timeout`` for this tool.
+        output_schema: a JSON Schema of the ``structured_content`` of its successful
+            results (not sent to the model). A successful result whose structured
+            content does not match it becomes an error result listing each mismatch
+            with its path (``  - items/2/price: ...``); one without structured content
+            is not checked. A schema that is not valid JSON Schema makes every
+            successful result with structured content an error saying so.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -137,6 +157,7 @@ class Tool:
         default=None, repr=False
     )
     timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
+    output_schema: Mapping[str, Any] | None = attrs.field(default=None, validator=_check_output)
 
 
 def as_tools(tools: object, where: str) -> tuple[Tool, ...]:

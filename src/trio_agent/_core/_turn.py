@@ -163,7 +163,8 @@ Ask = Literal[
 ``AgentStart``; ``check_abort`` take a checkpoint (cancelling first if an abort waits);
 ``poll_steering``/``poll_follow_up`` call that poll and hand its messages to
 :meth:`TurnMachine.polled`; ``prepare_next_turn``/``should_stop`` call that hook and
-hand its answer back; ``turn`` run one turn (open it, shape and send the request,
+hand its answer back; ``turn`` run one turn (open it, call ``prepare_request`` and
+hand its answer to :meth:`TurnMachine.apply_next_turn`, shape and send the request,
 stream the reply, run or skip its calls, end it); ``end_cut_turn`` finish the turn an
 interrupt cut short; ``end`` close the run with :attr:`TurnMachine.ending`."""
 
@@ -719,8 +720,8 @@ class TurnMachine:
             self.position = "end"
 
     def apply_next_turn(self, nxt: NextTurn) -> None:
-        """What ``prepare_next_turn`` returned: the context, model or options for the rest
-        of the run."""
+        """What ``prepare_next_turn`` (or ``prepare_request``, with the turn open) returned:
+        the context, model or options for the rest of the run."""
         if nxt.context is not None:
             self.context = nxt.context
             self.transcript = list(nxt.context.messages)

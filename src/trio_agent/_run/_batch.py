@@ -43,6 +43,7 @@ from .._core import (
     ToolResultMessage,
     check_arguments,
     check_json,
+    check_structured_content,
     hook_returned,
     make_result,
     maybe_await,
@@ -98,12 +99,15 @@ class CallState(ToolContext):
 
     def end_event(self) -> ev.ToolExecutionEnd:
         assert self.result is not None
+        # NaN (execute never started) is the one value not equal to itself.
+        start = self.start
         return ev.ToolExecutionEnd(
             call_id=self.call.id,
             tool_name=self.call.name,
             result=self.result,
             is_error=self.result.is_error,
             outcome=self.outcome,
+            duration=self.end - start if start == start else None,
         )
 
     async def report_progress(self, partial: Any) -> None:
@@ -422,12 +426,12 @@ class Batch:
                     output = ""  # replaced by the timed-out result below
                     with trio.CancelScope(deadline=st.start + timeout) as timer:
                         output = await tool.execute(call, st.args, st)
-                content, details, terminate, is_error = _normalize(output)
+                content, details, terminate, is_error, structured = _normalize(output)
             except Exception as exc:
                 if st.obs is not None:
                     st.obs.exception = exc
                 content = (Text(text=_describe(exc)),)
-                details, terminate, is_error = None, False, True
+                details, terminate, is_error, structured = None, False, True, None
         finally:
             self._running -= 1
             st.end = self._clock.current_time()
@@ -436,6 +440,11 @@ class Batch:
         if timer is not None and timer.cancelled_caught:
             await self._fail(st, f"Tool {call.name} timed out after {timeout:g}s", "timed_out")
             return
+        if structured is not None and not is_error:
+            mismatch = check_structured_content(tool, structured)
+            if mismatch is not None:
+                # The model reads what was wrong; nothing unchecked is kept.
+                content, is_error, structured = (Text(text=mismatch),), True, None
         after = self.config.after_tool_call
         if after is not None:
             try:
@@ -448,7 +457,10 @@ class Batch:
                                 tool_call=call,
                                 args=st.args,
                                 result=ToolOutput(
-                                    content=content, details=details, terminate=terminate
+                                    content=content,
+                                    details=details,
+                                    terminate=terminate,
+                                    structured_content=structured,
                                 ),
                                 is_error=is_error,
                                 context=self.context,
@@ -464,9 +476,15 @@ class Batch:
                 try:
                     if change.content is not None:
                         content = result_content(change.content)
+                        structured = None  # unless replaced too: it may no longer match
                     if change.details is not None:
                         check_json(change.details, "AfterToolCallResult.details")
                         details = change.details
+                    if change.structured_content is not None:
+                        check_json(
+                            change.structured_content, "AfterToolCallResult.structured_content"
+                        )
+                        structured = change.structured_content
                 except TypeError as exc:
                     await self._fail(st, f"after_tool_call failed: {exc}", "error")
                     return
@@ -474,11 +492,18 @@ class Batch:
                     is_error = change.is_error
                 if change.terminate is not None:
                     terminate = change.terminate
+                if change.structured_content is not None and not is_error:
+                    mismatch = check_structured_content(tool, structured)
+                    if mismatch is not None:
+                        await self._fail(st, f"after_tool_call failed: {mismatch}", "error")
+                        return
         st.terminate = terminate
         # `content` is checked already (by _normalize or result_content above).
         events = self._settle_now(
             st,
-            result_message(call, content, is_error=is_error, details=details),
+            result_message(
+                call, content, is_error=is_error, details=details, structured_content=structured
+            ),
             "error" if is_error else "ok",
         )
         if events is not None:
@@ -492,15 +517,25 @@ def _describe(exc: BaseException) -> str:
 
 def _normalize(
     output: Any,
-) -> tuple[tuple[Text | Image, ...], Any, bool, bool]:
+) -> tuple[tuple[Text | Image, ...], Any, bool, bool, Any]:
+    """A tool's return value as (content, details, terminate, is_error,
+    structured_content), checked."""
     if isinstance(output, str):
-        return (Text(text=output),), None, False, False
+        return (Text(text=output),), None, False, False, None
     if isinstance(output, ToolOutput):
+        # Checked here, not when a sink writes the result: the call gets an error result
+        # naming the problem, and the run goes on.
         if output.details is not None:
-            # Checked here, not when a sink writes the result: the call gets an error
-            # result naming the problem, and the run goes on.
             check_json(output.details, "ToolOutput.details")
-        return result_content(output.content), output.details, output.terminate, output.is_error
+        if output.structured_content is not None:
+            check_json(output.structured_content, "ToolOutput.structured_content")
+        return (
+            result_content(output.content),
+            output.details,
+            output.terminate,
+            output.is_error,
+            output.structured_content,
+        )
     if inspect.iscoroutine(output):
         output.close()  # never to be awaited: no "never awaited" warning on top
         raise TypeError(

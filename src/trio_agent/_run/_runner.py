@@ -50,6 +50,7 @@ import trio
 from .._core import (
     AgentRunError,
     NextTurn,
+    RequestContext,
     TurnMachine,
     as_history,
     as_prompts,
@@ -386,13 +387,20 @@ class Runner:
         if sink.listening:
             await sink.emit(*events)
         config = m.config
+        prepared = config.prepare_request is None
         while True:
-            if config.transform_context is None and config.convert_to_llm is None:
-                messages: Sequence[Message] = m.llm_view
-            else:
-                messages = await self._llm_messages()
             if not m.takes_steering_first():
-                break
+                if not prepared:
+                    # Once per request, with its pending messages appended.
+                    prepared = True
+                    await self._prepare_request()
+                    continue  # an interrupt may have come while it ran
+                if config.transform_context is None and config.convert_to_llm is None:
+                    messages: Sequence[Message] = m.llm_view
+                else:
+                    messages = await self._llm_messages()
+                if not m.takes_steering_first():
+                    break
             # Interrupted before the request went out: it takes the steering first.
             if m.steering_polled():
                 await self._poll(m.steering_poll, "get_steering_messages")
@@ -405,6 +413,22 @@ class Runner:
         # The request is no local here: it is not kept alive while the batch runs.
         await self._stream(messages)
         await self._finish_turn()
+
+    async def _prepare_request(self) -> None:
+        """Call ``prepare_request`` and apply what it returned (a ``NextTurn`` or None;
+        anything else, or an exception, fails the run)."""
+        m = self.m
+        hook = m.config.prepare_request
+        assert hook is not None
+        nxt = hook_returned(
+            "prepare_request",
+            await maybe_await(
+                hook(RequestContext(context=m.context_now(), model=m.model, options=m.options))
+            ),
+            NextTurn,
+        )
+        if nxt is not None:
+            m.apply_next_turn(nxt)
 
     async def _finish_turn(self) -> None:
         """Take the turn from where it stands — its reply streaming, its calls to run or

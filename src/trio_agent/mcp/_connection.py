@@ -234,6 +234,7 @@ class McpConnection:
                     parameters=t.input_schema,
                     execute=functools.partial(self._execute, original),
                     label=t.title,
+                    output_schema=t.output_schema,
                 )
             except (TypeError, ValueError) as exc:
                 logger.warning(

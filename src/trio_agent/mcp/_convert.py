@@ -56,31 +56,30 @@ def to_output(result: CallToolResult, max_chars: int | None) -> ToolOutput:
     """A call's result as ours: text → ``Text``, images → ``Image``, ``is_error`` → an
     error result, the text cut to ``max_chars`` characters (``None``: not cut).
 
-    Structured content: with no content blocks beside it, it is shown to the model as
-    JSON text (the MCP rule for older clients is to send both; not every server does).
-    Otherwise it goes to ``details`` only when it adds to the text — not when the text
-    is its JSON, or the plain value the SDK's servers wrap as ``{"result": value}`` —
-    and fits in ``max_chars`` characters of JSON: ``details`` never repeats the
-    content, and what a result stores stays bounded.
+    Structured content becomes the result's ``structured_content`` (JSON data beside
+    the text, for programs; not sent to the model) when it fits in ``max_chars``
+    characters of JSON, so that what a result stores stays bounded; a larger one is not
+    kept, and the content says so unless its text already says the same (its JSON, or
+    the plain value the SDK's servers wrap as ``{"result": value}``). With no content
+    blocks beside it, it is also shown to the model as JSON text (the MCP rule for older
+    clients is to send both; not every server does).
 
     Cost: linear in the text; the structured content is looked at only up to
     ``max_chars``.
     """
     blocks = [_block(b) for b in result.content]
     structured: Any = result.structured_content
-    details: Any = None
+    kept: Any = None
     dropped = False
     if structured is not None:
         if not blocks:
             blocks = [Text(text=json.dumps(structured, ensure_ascii=False))]
-        elif _repeats(blocks, structured, max_chars):
-            pass
-        elif fits(structured, max_chars):
-            details = structured
-        else:
+        if fits(structured, max_chars):
+            kept = structured
+        elif not _repeats(blocks, structured, max_chars):
             dropped = True
     content = _cut(blocks, max_chars, dropped)
-    return ToolOutput(content=content, details=details, is_error=bool(result.is_error))
+    return ToolOutput(content=content, structured_content=kept, is_error=bool(result.is_error))
 
 
 def fits(value: Any, max_chars: int | None) -> bool:

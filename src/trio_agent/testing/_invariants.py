@@ -92,7 +92,8 @@ def assert_run_invariants(
     Invariants: 1 pairing before every request and at the end; 2 exactly one
     ``AgentEnd``, last, and the ``MessageEnd`` events are ``result.messages``; 3 the
     caller's context unchanged; 4 ``steps`` = requests ≤ ``max_steps``, none after an
-    abort; 5 per call: start, updates, end, nothing after, and in sequential mode the
+    abort; 5 per call: start, updates, end (with a ``duration`` exactly when its tool
+    ran), nothing after, and in sequential mode the
     result message right after the end; 6 polled messages delivered
     exactly once, in order, or undelivered; 8 the transcript round-trips through JSON
     text. (7 needs the live run: see ``ScriptRun.check``.)
@@ -356,6 +357,17 @@ def _steps(
 # --- 5: per-call events --------------------------------------------------------------------
 
 
+_RAN: dict[str, bool] = {
+    "ok": True,
+    "timed_out": True,
+    "not_found": False,
+    "invalid_arguments": False,
+    "blocked": False,
+}
+"""Whether a call that ended with this outcome ran its tool, so that its
+``ToolExecutionEnd`` has a ``duration`` (the other outcomes may come either way)."""
+
+
 def _call_events(out: list[str], events: Sequence[ev.AgentEvent]) -> None:
     tag = "[5 call events]"
     reply: AssistantMessage | None = None
@@ -421,6 +433,12 @@ def _call_events(out: list[str], events: Sequence[ev.AgentEvent]) -> None:
                     )
                 if e.result.tool_call_id != cid:
                     out.append(f"{tag} event {i}: call {cid!r}: the result answers another id")
+                ran = _RAN.get(e.outcome)
+                if e.duration is not None and not e.duration >= 0:
+                    out.append(f"{tag} event {i}: call {cid!r}: duration {e.duration!r}")
+                elif ran is not None and (e.duration is not None) != ran:
+                    had = "no duration" if ran else f"a duration ({e.duration!r})"
+                    out.append(f"{tag} event {i}: call {cid!r}: outcome {e.outcome!r} with {had}")
         elif isinstance(e, ev.TurnEnd) and reply is not None:
             for call in reply.tool_calls:
                 if state.get(call.id) != "ended":

@@ -25,6 +25,7 @@ from .._core import (
     LoopConfig,
     Message,
     NextTurn,
+    RequestContext,
     Tool,
     ToolCall,
     ToolContext,
@@ -239,6 +240,8 @@ class ScriptRig:
             hooks["transform_context"] = self._transform_context
         if failing == "prepare_next_turn":
             hooks["prepare_next_turn"] = self._prepare_next_turn
+        if failing == "prepare_request":
+            hooks["prepare_request"] = self._prepare_request
         if script.stop_after_turn is not None or failing == "should_stop_after_turn":
             hooks["should_stop_after_turn"] = self._should_stop_after_turn
         self.config = LoopConfig(
@@ -272,6 +275,10 @@ class ScriptRig:
 
     def _prepare_next_turn(self, ctx: TurnContext) -> NextTurn | None:
         self._hook("prepare_next_turn")
+        return None
+
+    def _prepare_request(self, ctx: RequestContext) -> NextTurn | None:
+        self._hook("prepare_request")
         return None
 
     def _should_stop_after_turn(self, ctx: TurnContext) -> bool:

@@ -86,6 +86,7 @@ RunHook: TypeAlias = Literal[
     "follow_up_poll",
     "prepare_next_turn",
     "should_stop_after_turn",
+    "prepare_request",
 ]
 StreamFault: TypeAlias = Literal["truncated", "raises"]
 QueueName: TypeAlias = Literal["steer", "follow_up"]
@@ -218,7 +219,8 @@ class HookFailure:
 
     Attributes:
         hook: which hook raises: ``transform_context``, ``steering_poll``,
-            ``follow_up_poll``, ``prepare_next_turn`` or ``should_stop_after_turn``.
+            ``follow_up_poll``, ``prepare_next_turn``, ``should_stop_after_turn`` or
+            ``prepare_request``.
         at: on which of its calls (0-based).
     """
 

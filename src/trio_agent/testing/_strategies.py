@@ -287,6 +287,7 @@ def messages(*, roles: Sequence[str] = ROLES, max_blocks: int = 3) -> st.SearchS
                 tool_name=_text(min_size=1, max_size=12),
                 content=user_blocks,
                 details=json_values(max_leaves=4),
+                structured_content=st.none() | json_values(max_leaves=4),
                 is_error=st.booleans(),
                 timestamp=_timestamps(),
             )

@@ -167,6 +167,30 @@ async def grow(name: str, ctx: Context) -> str:
     return f"added {name}"
 
 
+SHAPE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["n", "tags"],
+}
+
+
+@app.tool()
+def shape(wrong: bool) -> CallToolResult:
+    """Structured content for its declared output schema: matching it, or not (``wrong``)."""
+    data = {"n": 7, "tags": ["a", 2 if wrong else "b"]}
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data))], structured_content=data
+    )
+
+
+# Published by hand, as a server written in another language publishes it: the SDK's
+# server does not check its own results against such a schema, so a wrong one is sent.
+app._tool_manager._tools["shape"].fn_metadata.output_schema = SHAPE_SCHEMA
+
+
 def _named(name: str) -> None:
     def answer() -> str:
         return f"I am {name}"
