@@ -160,7 +160,7 @@ async def run_demo(
     # The handler is in place before the run starts: no Ctrl-C falls between the two.
     with trio.open_signal_receiver(signal.SIGINT) if handle_sigint else nullcontext() as signals:
         async with (
-            JsonlTranscript(transcript, fsync="turn") as sink,
+            JsonlTranscript(transcript, fsync="turn", timings=True) as sink,
             open_agent_loop([UserMessage.text(prompt_for(name))], context, model) as run,
             trio.open_nursery() as nursery,
         ):
