@@ -6,7 +6,7 @@ import html.parser
 import json
 from typing import TYPE_CHECKING, Any
 
-from trio_agent import JsonlTranscript, run_agent_loop
+from trio_agent import JsonlTranscript, LoopConfig, run_agent_loop
 from trio_agent.report._html import DATA_ID
 
 if TYPE_CHECKING:
@@ -45,7 +45,13 @@ def page_data(page: str) -> Any:
     return json.loads("".join(parser.text))
 
 
-async def record(path: Path, prompts: list[UserMessage], context: Context, model: Model) -> None:
+async def record(
+    path: Path,
+    prompts: list[UserMessage],
+    context: Context,
+    model: Model,
+    config: LoopConfig | None = None,
+) -> None:
     """One run of ``model`` written to the transcript ``path`` with timings."""
     async with JsonlTranscript(path, fsync=False, timings=True) as transcript:
-        await run_agent_loop(prompts, context, model, on_event=transcript)
+        await run_agent_loop(prompts, context, model, config or LoopConfig(), on_event=transcript)

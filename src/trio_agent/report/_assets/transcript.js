@@ -59,6 +59,10 @@ function timeline(run, index) {
     rect.addEventListener("mousemove", (e) => showTip(e, tipLines(bar)));
     rect.addEventListener("mouseleave", hideTip);
     root.append(rect);
+    if (x1 - x0 < 1.5) {
+      // Too short to see (a refused call, an instant reply): a tick shows where it is.
+      root.append(svg("line", { class: "instant " + barClass(bar).replace("bar ", ""), x1: x0, x2: x0, y1: y, y2: y + laneH }));
+    }
     if (bar.kind === "request" && typeof bar.first_token === "number") {
       root.append(svg("line", { class: "first-token", x1: x(bar.first_token), x2: x(bar.first_token), y1: y + 3, y2: y + laneH - 3 }));
     }
