@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import hashlib
 import os
 from collections import Counter
 from pathlib import Path
@@ -79,13 +78,6 @@ def _results(folder: Path) -> list[TaskResult]:
     return list(last.values())
 
 
-def _task_file(task_id: str) -> str:
-    """A file name for a task's report: plain characters only, distinct per id."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in task_id)
-    digest = hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{safe[:60].lstrip('.')}-{digest}.html"
-
-
 def fleet_report(
     folder: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -119,7 +111,9 @@ def fleet_report(
         transcript = folder / result.transcript
         link = None
         if result.transcript and transcript.is_file():
-            name = _task_file(result.id)
+            # The transcript's name is already a safe file name for the task (the
+            # fleet's own, distinct per id).
+            name = Path(result.transcript).with_suffix(".html").name
             tasks_dir.mkdir(parents=True, exist_ok=True)
             target = tasks_dir / name
             target.write_text(

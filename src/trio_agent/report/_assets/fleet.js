@@ -1,14 +1,15 @@
 // A fleet folder's summary: how the tasks ended, histograms of wall times and steps,
 // the slowest and the failed tasks with links to their own reports.
-function histogram(values, title, unit, format) {
+function histogram(values, title, unit, format, integer) {
   const W = 480, H = 170, left = 36, bottom = 30, top = 18;
   const root = svg("svg", { class: "timeline histogram", viewBox: `0 0 ${W} ${H}`, role: "img", "data-title": title });
   root.append(svg("title", {}, title));
   root.append(svg("text", { class: "tick", x: 4, y: 12 }, title));
   if (values.length === 0) return root;
   const lo = Math.min(...values), hi = Math.max(...values);
-  const bins = Math.max(1, Math.min(20, Math.ceil(Math.sqrt(values.length))));
-  const width = hi > lo ? (hi - lo) / bins : 1;
+  // Whole numbers (steps) get a bin each while there are few; times get about √n bins.
+  const bins = integer && hi - lo < 20 ? hi - lo + 1 : Math.max(1, Math.min(20, Math.ceil(Math.sqrt(values.length))));
+  const width = integer && hi - lo < 20 ? 1 : hi > lo ? (hi - lo) / bins : 1;
   const counts = new Array(bins).fill(0);
   for (const v of values) counts[Math.min(bins - 1, Math.floor((v - lo) / width))]++;
   const most = Math.max(...counts);
@@ -37,7 +38,7 @@ ROOT.append(table(["end reason", "tasks"], Object.entries(DATA.reasons).map(([k,
 ROOT.append(el("h2", {}, "Wall times and steps"));
 ROOT.append(el("div", { class: "hists" },
   histogram(DATA.wall_times, "wall time per task", "s", (v) => v.toFixed(2)),
-  histogram(DATA.steps, "model requests (steps) per task", "steps", (v) => v.toFixed(0))));
+  histogram(DATA.steps, "model requests (steps) per task", "steps", (v) => v.toFixed(0), true)));
 ROOT.append(el("h2", {}, "Tokens"));
 ROOT.append(table(["input", "output", "cache read", "cache write"], [[num(DATA.tokens.input_tokens), num(DATA.tokens.output_tokens), num(DATA.tokens.cache_read_tokens), num(DATA.tokens.cache_write_tokens)]]));
 ROOT.append(el("h2", {}, "Slowest tasks"));
