@@ -1,6 +1,7 @@
 """A real browser for the report tests: Debian's chromium, headless, driven by
 Playwright (pointed at the system browser: no browser of Playwright's own is
-downloaded).
+downloaded). Where there is none the tests skip, saying why; with
+``TRIO_AGENT_REQUIRE_BROWSER`` set (CI sets it once it installed chromium) they fail.
 
 :func:`open_browser` starts it once per test session (or says why it cannot: the tests
 that need it skip with that reason). :func:`load` opens a page from its file URL in a
@@ -62,6 +63,8 @@ def browser() -> Iterator[Browser]:
     skipped, saying why, where there is none."""
     reason = why_no_browser()
     if reason is not None:
+        if os.environ.get("TRIO_AGENT_REQUIRE_BROWSER"):  # CI installed one: must run
+            pytest.fail(f"TRIO_AGENT_REQUIRE_BROWSER is set, but {reason}")
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
 
