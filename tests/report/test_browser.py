@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from tests.kit.browser import Loaded, load, screenshot
-from tests.kit.loop import call, ctx, make_tool, prompt, reply, sleeper, tool_use, user
+from tests.kit.loop import call, ctx, make_tool, prompt, reply, tool_use, user
 from tests.report.pages import record
 from trio_agent import (
     AssistantMessage,
@@ -31,11 +31,12 @@ from trio_agent.report import Prices, transcript_report
 from trio_agent.testing import ScriptedModel
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     from playwright.sync_api import Browser
 
-    from trio_agent import Context, Model
+    from trio_agent import Context, Model, Tool, ToolContext
 
 
 def _record(path: Path, context: Context, model: Model, config: LoopConfig | None = None) -> None:
@@ -65,12 +66,28 @@ def _bars(loaded: Loaded) -> list[dict[str, Any]]:
     )
 
 
+def _timed(name: str, ran: dict[str, tuple[float, float]], *, timeout: float | None = None) -> Tool:
+    """A tool that sleeps ``args['s']`` seconds and notes, itself, when it ran (also when
+    it is cancelled): what the timeline must show."""
+
+    async def execute(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        start = trio.current_time()
+        try:
+            await trio.sleep(float(args["s"]))
+        finally:
+            ran[call.id] = (start, trio.current_time())
+        return f"{call.id} slept"
+
+    return make_tool(name, execute, timeout=timeout)
+
+
 def test_the_timeline_draws_each_request_and_call_and_overlaps_what_ran_at_once(
     browser: Browser, tmp_path: Path
 ) -> None:
+    # What each tool saw of its own run, per transcript: the truth the bars must show.
+    ran: list[dict[str, tuple[float, float]]] = [{}, {}]
     path = tmp_path / "run.jsonl"
-    hang = make_tool("hang", sleeper("hang", 5).execute, timeout=1)
-    tools = (sleeper("slow", 2), sleeper("fast", 1), hang)
+    tools = (_timed("slow", ran[0]), _timed("fast", ran[0]), _timed("hang", ran[0], timeout=1))
     model = ScriptedModel(
         [
             # Turn 0: three calls at once; b and c overlap a, and each other.
@@ -83,10 +100,11 @@ def test_the_timeline_draws_each_request_and_call_and_overlaps_what_ran_at_once(
         ]
     )
     _record(path, ctx(*tools), model)
-    # The same two calls with one slot (max_concurrency=1): one after the other.
+    # The same two calls with one slot (max_concurrency=1): one after the other, though
+    # both enter the batch (ToolExecutionStart) at once.
     serial_path = tmp_path / "serial.jsonl"
     serial = ScriptedModel([tool_use(call("d", "fast", s=1), call("e", "fast", s=1)), reply()])
-    _record(serial_path, ctx(*tools), serial, LoopConfig(max_concurrency=1))
+    _record(serial_path, ctx(_timed("fast", ran[1])), serial, LoopConfig(max_concurrency=1))
     out = tmp_path / "report.html"
     out.write_text(transcript_report([path, serial_path], prices=Prices(input=3, output=15)))
     loaded = load(browser, out)
@@ -95,31 +113,34 @@ def test_the_timeline_draws_each_request_and_call_and_overlaps_what_ran_at_once(
         bars = _bars(loaded)
         # One bar per request and per call of the transcripts.
         expected = 0
-        recorded: dict[str, tuple[float, float, int]] = {}
+        turn_of: dict[str, int] = {}
         for i, p in enumerate((path, serial_path)):
             t = load_transcript(p)
             replies = [m for m in t.messages if isinstance(m, AssistantMessage)]
             expected += len(replies) + sum(len(m.tool_calls) for m in replies)
-            for marker in t.markers_of("timings"):
-                for c in marker.data.get("calls", ()):
-                    recorded[f"{i}:{c['id']}"] = (c["start"], c["end"], marker.data["turn"])
+            for turn, m in enumerate(replies):
+                turn_of.update({f"{i}:{c.id}": turn for c in m.tool_calls})
         assert len(bars) == expected
-        # Bars of one batch overlap on screen exactly when the calls' times overlap.
+        # Bars of one batch overlap on screen exactly when the tools ran at once.
         calls = {f"{b['section']}:{b['id']}": b for b in bars if b["kind"] == "call"}
-        assert set(calls) == set(recorded)
+        assert set(calls) == set(turn_of)
+        truth = {f"{i}:{k}": v for i, r in enumerate(ran) for k, v in r.items()}
+        assert set(truth) == set(calls) - {"0:g"}  # g never ran
         pairs = {True: 0, False: 0}
         for x, y in itertools.combinations(sorted(calls), 2):
-            if x[0] != y[0] or recorded[x][2] != recorded[y][2]:
+            if x[0] != y[0] or turn_of[x] != turn_of[y]:
                 continue  # not one batch
-            (s1, e1, _), (s2, e2, _) = recorded[x], recorded[y]
-            ran_together = s1 < e2 and s2 < e1
+            ran_together = x in truth and y in truth
+            if ran_together:
+                (s1, e1), (s2, e2) = truth[x], truth[y]
+                ran_together = s1 < e2 and s2 < e1
             drawn_together = (
                 calls[x]["left"] < calls[y]["right"] and calls[y]["left"] < calls[x]["right"]
             )
             assert drawn_together == ran_together, (x, y)
             pairs[ran_together] += 1
         assert pairs[True] == 4  # a-b, a-c, b-c; d-e
-        assert pairs[False] == 2  # d-e with one slot; f-g (g refused before f ran)
+        assert pairs[False] == 2  # d-e with one slot; f-g (g never ran)
         # The time-out and the refused call are coloured as such.
         status = {k: calls[k]["status"] for k in ("0:f", "0:g")}
         assert status == {"0:f": "timed_out", "0:g": "not_found"}

@@ -174,3 +174,19 @@ async def test_timings_round_trip_through_write_transcript(
     again = load_transcript(copy)
     assert again.messages == loaded.messages
     assert again.markers == loaded.markers
+
+
+async def test_a_call_waiting_for_a_slot_is_timed_from_when_it_ran(
+    tmp_path: Path, autojump_clock: Any
+) -> None:
+    # One slot: both calls enter the batch at once, the second runs once the first is
+    # done; its bar must start there (the batch's own timing), not when it entered.
+    path = tmp_path / "t.jsonl"
+    model = ScriptedModel([tool_use(call("a", "fast", s=1), call("b", "fast", s=1)), reply()])
+    await _run(path, model, (sleeper("fast", 1),), config=LoopConfig(max_concurrency=1))
+    (batch,) = [m for m in load_transcript(path).markers_of("timings") if "calls" in m.data]
+    first, second = sorted(batch.data["calls"], key=lambda c: c["start"])
+    assert second["start"] == pytest.approx(first["end"])
+    assert second["waited"] == pytest.approx(1)
+    assert batch.data["stats"]["peak_concurrency"] == 1
+    assert batch.data["stats"]["waited_on_limit"] == pytest.approx(1)

@@ -382,8 +382,12 @@ class JsonlTranscript:
             request's line goes out with its reply in the same write, a batch's at its
             ``TurnEnd`` (one more write per turn that ran calls; in ``"turn"`` mode
             together with that turn's fsync). Streamed deltas cost one check each: only
-            a reply's first one is timed. The lines' format is in
-            ``trio_agent._store._timings``.
+            a reply's first one is timed. A request's line holds ``{"run", "turn",
+            "request": {"start", "first_token", "end"}}``, a batch's ``{"run", "turn",
+            "calls": [{"id", "name", "start", "end", "outcome", "is_error",
+            "waited"}...], "stats": {...}}`` (the batch's ``TurnStats``): times are
+            seconds from the run's start on the trio clock, ``run`` the wall-clock time
+            of that start (seconds since the epoch).
     """
 
     path: Path = attrs.field(converter=Path, on_setattr=attrs.setters.frozen)
