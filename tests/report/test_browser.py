@@ -283,3 +283,51 @@ def test_no_markup_of_a_transcript_runs(browser: Browser, tmp_path: Path) -> Non
         ] == str(path)
     finally:
         loaded.page.context.close()
+
+
+def test_interrupted_and_aborted_calls_are_marked(browser: Browser, tmp_path: Path) -> None:
+    # Real clock: an interrupt cuts the first batch (its calls skipped), then an abort
+    # stops the second (its call aborted).
+    path = tmp_path / "t.jsonl"
+    model = ScriptedModel(
+        [
+            tool_use(call("a", "slow", s=10), call("b", "slow", s=10)),
+            tool_use(call("c", "slow", s=10)),
+            reply(),
+        ]
+    )
+
+    async def main() -> None:
+        from trio_agent import JsonlTranscript, open_agent_loop
+
+        with trio.fail_after(30):
+            async with (
+                JsonlTranscript(path, fsync=False, timings=True) as transcript,
+                open_agent_loop(prompt(), ctx(_timed("slow", {})), model) as run,
+            ):
+                started = 0
+                async for event in run.events:
+                    await transcript.write_event(event)
+                    if event.type == "tool_execution_start":
+                        started += 1
+                        await trio.sleep(0.05)
+                        if started == 2:
+                            assert run.interrupt()
+                        elif started == 3:
+                            run.abort("stop")
+
+    trio.run(main)
+    out = tmp_path / "r.html"
+    out.write_text(transcript_report([path]))
+    loaded = load(browser, out)
+    try:
+        loaded.check_clean()
+        status = {b["id"]: b["status"] for b in _bars(loaded) if b["kind"] == "call"}
+        assert status == {"a": "skipped", "b": "skipped", "c": "aborted"}
+        marks = loaded.eval(
+            "() => [...document.querySelectorAll('text.mark')].map((t) => t.textContent)"
+        )
+        assert sorted(marks) == ["✕ aborted", "✕ skipped", "✕ skipped"]
+        screenshot(loaded, "interrupted-and-aborted")
+    finally:
+        loaded.page.context.close()

@@ -33,7 +33,7 @@ function timeline(run, index) {
   const bars = run.bars.filter((b) => typeof b.start === "number" && typeof b.end === "number");
   const lanes = Math.max(1, ...bars.map((b) => b.lane + 1));
   const tmax = Math.max(1e-6, ...bars.map((b) => b.end));
-  const W = 1000, left = 70, right = 16, top = 22, laneH = 22, gap = 6;
+  const W = 1000, left = 70, right = 60, top = 22, laneH = 22, gap = 6;
   const H = top + lanes * (laneH + gap) + 10;
   const x = (t) => left + (t / tmax) * (W - left - right);
   const root = svg("svg", { class: "timeline", viewBox: `0 0 ${W} ${H}`, role: "img", "data-run": index });
@@ -67,7 +67,10 @@ function timeline(run, index) {
       root.append(svg("line", { class: "first-token", x1: x(bar.first_token), x2: x(bar.first_token), y1: y + 3, y2: y + laneH - 3 }));
     }
     if (bar.status === "aborted" || bar.status === "skipped") {
-      root.append(svg("text", { class: "mark", x: x1 + 2, y: y + laneH - 6 }, "✕ " + bar.status));
+      // Inside the bar's end when it fits, else just after it.
+      const inside = x1 - x0 > 70;
+      root.append(svg("text", { class: "mark" + (inside ? " inside" : ""), x: inside ? x1 - 4 : x1 + 2, y: y + laneH - 7,
+        "text-anchor": inside ? "end" : "start" }, "✕ " + bar.status));
     }
   }
   return root;
