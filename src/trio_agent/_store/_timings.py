@@ -73,22 +73,18 @@ class TimingRecorder:
     _origin: float = math.nan  # the trio clock at the run's start
     _turn: int = 0
     _request_start: float = math.nan
-    _awaiting_first: bool = False
     _first_token: float = math.nan
     _calls: dict[str, dict[str, Any]] = attrs.field(factory=dict)
-
-    @property
-    def awaiting_first(self) -> bool:
-        """True while a reply streams and its first delta has not come (the one
-        streamed delta that matters: the others cost a single check)."""
-        return self._awaiting_first
+    awaiting_first: bool = attrs.field(default=False, init=False)
+    """True while a reply streams and its first token has not come (the one streamed
+    event that matters: every other costs the transcript one attribute check)."""
 
     def first_token(self, event: ev.AssistantEvent) -> None:
         """A streamed event of the reply arrived now: the first token when it is the
         first text, thinking or tool-call content (a block's start is not)."""
         if type(event) in _TOKENS:
             self._first_token = trio.current_time()
-            self._awaiting_first = False
+            self.awaiting_first = False
 
     def _now(self) -> float:
         now = trio.current_time()
@@ -118,7 +114,7 @@ class TimingRecorder:
                 now = self._now()
                 if math.isnan(self._request_start):
                     self._request_start = now
-                self._awaiting_first = True
+                self.awaiting_first = True
                 self._first_token = math.nan
         elif kind is ev.ToolExecutionStart:
             assert isinstance(event, ev.ToolExecutionStart)
@@ -154,7 +150,7 @@ class TimingRecorder:
             },
         }
         self._request_start = self._first_token = math.nan
-        self._awaiting_first = False
+        self.awaiting_first = False
         return data
 
     def batch_ended(self, stats: ev.TurnStats | None) -> dict[str, Any] | None:
