@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from hypothesis import HealthCheck, given, settings
 
-from tests.kit.browser import browser, load
+from tests.kit.browser import load
 from trio_agent import AssistantMessage, JsonlTranscript, Message, load_transcript
 from trio_agent._core import from_jsonable
 from trio_agent.report import transcript_report
@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from playwright.sync_api import Browser
-
-__all__ = ["browser"]
 
 EXAMPLES = max(10, settings().max_examples // 4)
 

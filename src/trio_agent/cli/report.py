@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._bench import positive
 from .._core import TranscriptFormatError
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--slowest",
-        type=int,
+        type=positive,
         default=10,
         metavar="N",
         help="fleet folder: how many of the slowest tasks to list (default 10)",

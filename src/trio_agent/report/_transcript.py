@@ -25,6 +25,7 @@ from .._core import (
     message_to_json,
     sum_usage,
 )
+from .._store import TIMINGS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Prices", "transcript_data"]
 
-TIMINGS: Final = "timings"
 PREVIEW: Final = 4000
 """The most characters of a call's arguments or result a timeline's tooltip shows."""
 
