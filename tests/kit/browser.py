@@ -3,8 +3,8 @@ Playwright (pointed at the system browser: no browser of Playwright's own is
 downloaded). Where there is none the tests skip, saying why; with
 ``TRIO_AGENT_REQUIRE_BROWSER`` set (CI sets it once it installed chromium) they fail.
 
-:func:`open_browser` starts it once per test session (or says why it cannot: the tests
-that need it skip with that reason). :func:`load` opens a page from its file URL in a
+:func:`browser` (a fixture) starts it once per test module (or says why it cannot:
+the tests that need it skip with that reason). :func:`load` opens a page from its file URL in a
 fresh context, with every request that is not the page's own ``file:`` URL refused and
 recorded, and every console error and uncaught exception recorded: a page that reaches
 for the network, or whose script fails, fails the test that loaded it.
@@ -57,10 +57,11 @@ def why_no_browser() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """The browser, headless, with a fresh profile, one per test session; the test is
-    skipped, saying why, where there is none."""
+    """The browser, headless, with a fresh profile, one per test module (Playwright's
+    event loop lives only while a module of browser tests runs, never beside another
+    test's); the test is skipped, saying why, where there is none."""
     reason = why_no_browser()
     if reason is not None:
         if os.environ.get("TRIO_AGENT_REQUIRE_BROWSER"):  # CI installed one: must run
