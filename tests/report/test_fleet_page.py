@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from tests.kit.browser import load, screenshot
+from tests.report.pages import page_data
+from trio_agent import load_transcript
 from trio_agent.cli import main
 from trio_agent.fleet import FleetTask, TaskSetup, demo_factory, demo_tasks, run_fleet
 from trio_agent.report import fleet_report, is_fleet_folder
@@ -87,9 +89,15 @@ def test_the_summary_page_and_the_task_reports_it_links_to(
             task_page.page.context.close()
 
 
-def test_the_command_writes_a_fleet_summary(tmp_path: Path, capsys: object) -> None:
+def test_the_commands_write_timings_and_a_fleet_summary(tmp_path: Path) -> None:
     out = tmp_path / "fleet"
-    _fleet(out)
+    fleet = ["fleet", "--demo", "--demo-tasks", "6", "--out", str(out), "--no-progress"]
+    assert main(fleet) == 0
+    # trio-agent fleet records timings in every transcript.
+    for transcript in (out / "transcripts").iterdir():
+        assert load_transcript(transcript).markers_of("timings")
     assert main(["report", str(out), "-o", str(tmp_path / "s.html"), "--slowest", "3"]) == 0
-    assert (tmp_path / "s-tasks").is_dir()
-    assert len(list((tmp_path / "s-tasks").iterdir())) == 3 + 2
+    assert sorted(p.suffix for p in (tmp_path / "s-tasks").iterdir()) == [".html"] * 3
+    data = page_data((tmp_path / "s.html").read_text(encoding="utf-8"))
+    assert data["tasks"] == 6
+    assert data["reasons"] == {"stop": 6}
