@@ -99,3 +99,14 @@ def test_the_command_refuses_bad_input(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 2
     with pytest.raises(SystemExit):
         main(["report", str(bad), "--prices", "1"])
+
+
+def test_a_file_name_that_is_markup_stays_text(tmp_path: Path) -> None:
+    # The page's <title> holds the file names: escaped there, like everything else.
+    path = tmp_path / "<b onmouseover=alert(1)>&.jsonl"
+    write_transcript(path, [user()], fsync=False)
+    page = transcript_report([path])
+    assert "<b onmouseover" not in page
+    assert "<title>trio-agent report: &lt;b onmouseover=alert(1)&gt;&amp;.jsonl</title>" in page
+    (t,) = page_data(page)["transcripts"]
+    assert t["path"] == str(path)
