@@ -16,3 +16,9 @@ settings.register_profile("ci", max_examples=200, deadline=None, print_blob=True
 settings.register_profile("thorough", max_examples=2500, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=20, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# The real browser of the report tests (tests/report, property_tests), defined here once:
+# Playwright drives one browser per thread at a time.
+from tests.kit.browser import browser  # noqa: E402
+
+__all__ = ["browser"]

@@ -45,9 +45,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # The benchmark workloads `trio-agent bench` runs, scripted with the test kit; one
     # of them times the telemetry edge.
     "_bench": LAYERS | {"testing", "telemetry"},
+    # HTML reports of transcripts, fleet folders (read as the fleet reads its results)
+    # and benchmark results.
+    "report": LAYERS | {"fleet"},
     # The command line: every part (its demo is scripted with the test kit).
     "cli": LAYERS
-    | {"providers", "tools", "mcp", "telemetry", "replay", "testing", "fleet", "_bench"},
+    | {"providers", "tools", "mcp", "telemetry", "replay", "testing", "fleet", "_bench", "report"},
     # ``python -m trio_agent``: the command line again.
     "__main__": frozenset({"cli"}),
 }

@@ -82,3 +82,17 @@ def test_version_and_license_from_the_installed_wheel(installed: Path, tmp_path:
     assert "trio_agent/_bench/suite.py" in names
     assert "Project-URL: Source" in meta
     assert "Provides-Extra: hypothesis" in meta
+
+
+def test_the_report_pages_ship_in_the_wheel(installed: Path, tmp_path: Path) -> None:
+    # The page's style and scripts are package files: the demo's report needs them.
+    (tmp_path / "README.md").write_text("# A folder\n")
+    transcript = tmp_path / "demo.jsonl"
+    done = _run(
+        [str(installed / "trio-agent"), "demo", "--pace", "0", "--transcript", str(transcript)],
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    page = transcript.with_suffix(".html").read_text(encoding="utf-8")
+    assert 'id="report-data"' in page
+    assert "function timeline(" in page

@@ -25,7 +25,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -334,8 +334,12 @@ def _row_from_mapping(tag: str, data: Mapping[str, Any]) -> Row:
 # --- the command line ---------------------------------------------------------------------
 
 
-def main(args: argparse.Namespace) -> int:
-    """Run the suite as the command line asked; print the table; exit code."""
+def main(args: argparse.Namespace, *, also: Callable[[dict[str, Any]], bool] | None = None) -> int:
+    """Run the suite as the command line asked; print the table; exit code.
+
+    ``also``, when given, is called with the results as the JSON holds them (after the
+    table is printed and the JSON written); it returns False when it failed (exit 1).
+    """
     progress = Progress(enabled=not args.quiet)
     try:
         report = run_suite(
@@ -356,5 +360,7 @@ def main(args: argparse.Namespace) -> int:
         return 1
     print(report.text())
     if args.json and not write_json(args.json, report.to_json(), "trio-agent bench"):
+        return 1
+    if also is not None and not also(report.to_json()):
         return 1
     return 0

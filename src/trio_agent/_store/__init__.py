@@ -19,9 +19,11 @@ from ._jsonl_file import (
     decode_line,
 )
 from ._locked_file import names, open_locked, write_all
+from ._timings import TIMINGS
 
 __all__ = [
     "NO_HEADER",
+    "TIMINGS",
     "AppendFile",
     "FsyncMode",
     "HeaderError",

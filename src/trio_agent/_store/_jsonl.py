@@ -72,6 +72,7 @@ from ._jsonl_file import (
     check_fsync,
 )
 from ._locked_file import fsync_dir, names, open_locked
+from ._timings import TIMINGS, TimingRecorder
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -376,10 +377,26 @@ class JsonlTranscript:
             close — a batch of N results costs one fsync, and a power loss may lose the
             current turn. ``False``: never fsync — survives a process crash (the line is
             in the OS), not a machine crash. Every mode writes each line at once.
+        timings: also record when each model request and each tool call happened, as
+            ``"timings"`` marker lines (default False; the command line turns it on): a
+            request's line goes out with its reply in the same write, a batch's at its
+            ``TurnEnd`` (one more write per turn that ran calls; in ``"turn"`` mode
+            together with that turn's fsync). Streamed deltas cost one check each: only
+            a reply's first one is timed. A request's line holds ``{"run", "turn",
+            "request": {"start", "first_token", "end"}}``, a batch's ``{"run", "turn",
+            "calls": [{"id", "name", "start", "end", "outcome", "is_error",
+            "waited"}...], "stats": {...}}`` (the batch's ``TurnStats``): times are
+            seconds from the run's start on the trio clock, ``run`` the wall-clock time
+            of that start (seconds since the epoch).
     """
 
     path: Path = attrs.field(converter=Path, on_setattr=attrs.setters.frozen)
     fsync: FsyncMode = attrs.field(default=True, validator=check_fsync, kw_only=True)
+    timings: bool = attrs.field(default=False, kw_only=True, on_setattr=attrs.setters.frozen)
+    _timer: TimingRecorder | None = attrs.field(
+        default=attrs.Factory(lambda self: TimingRecorder() if self.timings else None, True),
+        init=False,
+    )
     _file: AppendFile | None = attrs.field(default=None, init=False)
     _state: Literal["new", "open", "closed"] = attrs.field(default="new", init=False)
     _lock: trio.StrictFIFOLock = attrs.field(factory=trio.StrictFIFOLock, init=False)
@@ -475,7 +492,9 @@ class JsonlTranscript:
     # Not a checkpoint for events it ignores: a run calls its sink for every streamed delta.
     async def write_event(self, event: ev.AgentEvent) -> None:  # noqa: ASYNC910
         """Record ``event``: a ``MessageEnd`` becomes one line; other events are ignored
-        (except ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode).
+        (except ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode), or with
+        ``timings`` noted, and written as timing marker lines with a reply and at the
+        end of a turn that ran calls.
 
         A checkpoint only when it writes or syncs: every other event returns at once, so
         that streaming deltas through the sink costs nothing. A run passes events one at
@@ -491,15 +510,41 @@ class JsonlTranscript:
         if self._state != "open":
             self._raise_not_open()
         kind = type(event)
+        timer = self._timer
+        if kind is ev.MessageUpdate:
+            if timer is not None and timer.awaiting_first:
+                assert isinstance(event, ev.MessageUpdate)
+                timer.first_token(event.event)
+            return
         if kind is ev.MessageEnd:
             assert isinstance(event, ev.MessageEnd)
+            line = _encode((event.message,))
+            if timer is not None:
+                timing = timer.reply_ended(event.message)
+                if timing is not None:
+                    line += _marker_line(TIMINGS, timing)
             # A run counts a sink call as delivered even when a cancel interrupts it (it
             # never makes it again), so the line is written whatever: a cancel takes
             # effect once it is.
             with trio.CancelScope(shield=True):
-                await self._write((event.message,), sync=self.fsync is True)
+                await self._write_bytes(line, sync=self.fsync is True)
             await trio.lowlevel.checkpoint_if_cancelled()
-        elif self.fsync == "turn" and (kind is ev.TurnEnd or kind is ev.AgentEnd):
+            return
+        ending = kind is ev.TurnEnd or kind is ev.AgentEnd
+        if timer is not None:
+            if not ending:
+                timer.see(event)
+            else:
+                stats = event.stats if isinstance(event, ev.TurnEnd) else None
+                timing = timer.batch_ended(stats)
+                if timing is not None:
+                    with trio.CancelScope(shield=True):
+                        await self._write_bytes(
+                            _marker_line(TIMINGS, timing), sync=self.fsync is not False
+                        )
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    return
+        if self.fsync == "turn" and ending:
             await self._write((), sync=True)
 
     __call__ = write_event

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "re-run a recorded chat offline, report divergence",
     ),
     "fleet": ("trio_agent.cli.fleet", "run a JSONL file of tasks to completion, resumably"),
+    "report": ("trio_agent.cli.report", "write a self-contained HTML report of transcripts"),
 }
 
 

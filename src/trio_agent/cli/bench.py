@@ -9,8 +9,9 @@ command puts the checkout on ``sys.path`` so the peers that are installed run to
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._bench import positive
 
@@ -50,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     parser.add_argument(
+        "--html",
+        metavar="OUT",
+        help="also write the results as a self-contained HTML page of charts to OUT: per "
+        "workload and size, ours and the peers as ratios to the bare trio floor",
+    )
+    parser.add_argument(
         "--no-peers", action="store_true", help="skip the peers even when they are installed"
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocesses")
@@ -82,6 +89,9 @@ def find_checkout() -> Path | None:
 
 def run(args: argparse.Namespace) -> int:
     if args.instructions:
+        if args.html:
+            print("trio-agent bench: --html does not apply to --instructions", file=sys.stderr)
+            return 2
         if args.in_process:
             print(
                 "trio-agent bench: --in-process does not apply to --instructions", file=sys.stderr
@@ -101,5 +111,19 @@ def run(args: argparse.Namespace) -> int:
         sys.path.insert(0, str(checkout))
     from .._bench import main
 
-    code: int = main(args)
+    code: int = main(args, also=partial(write_html, args.html) if args.html else None)
     return code
+
+
+def write_html(path: str, results: dict[str, Any]) -> bool:
+    """Write the page of ``results`` (the JSON ``--json`` writes) to ``path`` and say so;
+    False (the reason on stderr) when it could not be written."""
+    from ..report import bench_report
+
+    try:
+        Path(path).write_text(bench_report(results), encoding="utf-8")
+    except OSError as exc:
+        print(f"trio-agent bench: cannot write {path}: {exc}", file=sys.stderr)
+        return False
+    print(f"HTML written to {path}")
+    return True

@@ -109,7 +109,7 @@ async def _chat(
     talk_to: Model = model if args.record is None else RecordingModel(model, args.record)
     # The handler is in place before anything runs: no Ctrl-C falls outside it.
     with trio.open_signal_receiver(signal.SIGINT) as signals:
-        async with JsonlTranscript(session.path, fsync="turn") as sink, model:
+        async with JsonlTranscript(session.path, fsync="turn", timings=True) as sink, model:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(read_stdin, send)
                 code = await run_chat(

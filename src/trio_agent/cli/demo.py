@@ -5,7 +5,8 @@ A scripted model (no key, no network) tours the folder through the real workspac
 answer — and the run is shown as it happens. The demo only reads: it gives the model no
 tool that writes. Every finished message goes to a JSONL transcript outside the folder,
 whose path is the last line of output (with ``--json``, the last JSON line:
-``{"type": "transcript", "path": ...}``).
+``{"type": "transcript", "path": ...}``); the line before it says where the run's HTML
+report was written (next to the transcript, ``.html`` for ``.jsonl``) and how to open it.
 
 Ctrl-C aborts the run (the transcript stays paired) and exits 130; a second Ctrl-C exits
 at once. A reader that goes away (``trio-agent demo --json | head``) ends the run quietly.
@@ -28,6 +29,7 @@ import trio
 from .._core import AgentRunError, AgentUsageError, Context, TranscriptFormatError, UserMessage
 from .._run import AgentRun, open_agent_loop
 from .._store import JsonlTranscript
+from ..report import transcript_report
 from ..tools import workspace
 from ._common import first_error, holds_a_transcript, replace_unprintable, state_file
 from ._demo_script import SYSTEM_PROMPT, PacedModel, demo_model, prompt_for
@@ -54,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "The transcript (one JSON line per message) goes to $XDG_STATE_HOME/trio-agent/"
         "demo/ (default ~/.local/state/...) unless --transcript is given; the last line "
         "of output is 'transcript: PATH' (with --json, the JSON line "
-        '{"type": "transcript", "path": PATH}). '
+        '{"type": "transcript", "path": PATH}); the line before it, without --json, '
+        "where the run's HTML report was written (PATH with .html) and how to open it. "
         f"Defaults: --pace {DEFAULT_PACE} (0 with --json), the bash tool given. "
         "Exit codes: 0 the run ended normally, 1 it did not (or the transcript could not "
         "be written), 2 bad usage (also: --transcript naming an existing transcript), "
@@ -160,7 +163,7 @@ async def run_demo(
     # The handler is in place before the run starts: no Ctrl-C falls between the two.
     with trio.open_signal_receiver(signal.SIGINT) if handle_sigint else nullcontext() as signals:
         async with (
-            JsonlTranscript(transcript, fsync="turn") as sink,
+            JsonlTranscript(transcript, fsync="turn", timings=True) as sink,
             open_agent_loop([UserMessage.text(prompt_for(name))], context, model) as run,
             trio.open_nursery() as nursery,
         ):
@@ -184,6 +187,8 @@ async def run_demo(
     if isinstance(view, JsonView):
         view.transcript(transcript)
     else:
+        if not output.broken:
+            output.line(await _write_report(transcript))
         output.line(f"transcript: {transcript}")
     if output.broken:
         return 0
@@ -191,6 +196,18 @@ async def run_demo(
         print("interrupted: the run was aborted; its transcript is kept", file=sys.stderr)
         return 130
     return 0 if result.reason == "stop" else 1
+
+
+async def _write_report(transcript: Path) -> str:
+    """Write the run's HTML report next to its transcript (``.html`` for ``.jsonl``);
+    the line that tells how to open it (or how to write it, when it could not be)."""
+    page = transcript.with_suffix(".html")
+    try:
+        text = await trio.to_thread.run_sync(transcript_report, [transcript])
+        await trio.Path(page).write_text(text, encoding="utf-8")
+    except (OSError, TranscriptFormatError) as exc:
+        return f"report: not written ({exc}); write it with: trio-agent report {transcript}"
+    return f"report: open {page.resolve().as_uri()} in a browser (the run's timeline)"
 
 
 def pace_of(args: argparse.Namespace) -> float:

@@ -209,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         progress=args.progress,
         task_timeout=timeout,
         retry_failed=args.retry_failed,
+        timings=True,
     )
     try:
         summary = trio.run(cancelled_by_ctrl_c, fleet)

@@ -316,6 +316,7 @@ async def run_fleet(
     on_result: Callable[[TaskResult], Any] | None = None,
     task_timeout: float | None = None,
     retry_failed: bool = False,
+    timings: bool = False,
 ) -> FleetSummary:
     """Run every task to its end; results in ``out/results.jsonl``, one transcript each.
 
@@ -367,6 +368,9 @@ async def run_fleet(
             ``AgentEnd`` last, see ``LoopConfig.run_timeout``), counts as failed and is
             run again by ``retry_failed``. None (default): no bound.
         retry_failed: run the tasks recorded failed again (see above).
+        timings: each transcript records when each model request and tool call
+            happened (``JsonlTranscript(..., timings=True)``): ``trio-agent report``
+            draws them as timelines. ``trio-agent fleet`` turns it on.
 
     Cancellation (Ctrl-C): running tasks are cancelled, each pairs its transcript with
     ``aborted`` results and closes it; results already handed to the driver are written
@@ -391,6 +395,7 @@ async def run_fleet(
         fsync=fsync,
         task_timeout=task_timeout,
         retry_failed=retry_failed,
+        timings=timings,
     )
     if isinstance(tasks, str | os.PathLike):
         tasks = await trio.to_thread.run_sync(load_tasks, tasks)

@@ -168,6 +168,8 @@ class Job:
             ends with reason ``timeout``. None: no bound.
         retry_failed: continue a transcript that ended in an ``error`` reply instead of
             recording that error again (the fleet runs failed tasks again).
+        timings: the transcripts record when each request and call happened
+            (``JsonlTranscript.timings``).
     """
 
     factory: Factory | str
@@ -175,6 +177,7 @@ class Job:
     fsync: FsyncMode = "turn"
     task_timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
     retry_failed: bool = False
+    timings: bool = False
 
 
 _UNBEGUN = LoadedTranscript(messages=())
@@ -246,7 +249,7 @@ async def _on_disk(path: Path, fn: Callable[..., T], *args: Any) -> T:
 async def _open_transcript(path: Path, job: Job) -> AsyncIterator[JsonlTranscript]:
     """The task's :class:`JsonlTranscript`, open; a failure of its file — opening,
     writing (also as the run's sink), closing — is a :class:`StorageError`."""
-    transcript = JsonlTranscript(path, fsync=job.fsync)
+    transcript = JsonlTranscript(path, fsync=job.fsync, timings=job.timings)
     try:
         await transcript.__aenter__()
     except (OSError, AgentUsageError) as exc:
