@@ -36,6 +36,7 @@ from trio_agent import (
     CustomMessage,
     JsonlTranscript,
     LoopConfig,
+    Marker,
     Start,
     Text,
     TextDelta,
@@ -235,6 +236,30 @@ async def test_cancelled_fleet_resumes_with_paired_transcripts(tmp_path: Path) -
             "AssistantMessage",
         ]
         assert line["steps"] == 3
+
+
+async def test_a_resumed_task_keeps_its_marker_lines_after_the_messages_they_followed(
+    tmp_path: Path,
+) -> None:
+    (task,) = demo_tasks(1, sleep=0)
+    assert task.prompt is not None
+    path = tmp_path / transcript_relpath(task.id)
+    path.parent.mkdir(parents=True)
+    call = ToolCall(id="c1", name="lookup", arguments={"q": "x"})
+    prompt = UserMessage.text(task.prompt)
+    reply = AssistantMessage(content=(call,), stop_reason="tool_use")
+    # A crash in the middle of the batch: the call has no result, a marker follows it.
+    first, second = Marker(kind="note", data={"i": 1}, at=1), Marker(kind="note", data={}, at=2)
+    write_transcript(path, [prompt, reply], markers=[first, second])
+
+    with trio.fail_after(30):
+        summary = await run_fleet([task], demo_factory, out=tmp_path, fsync=False)
+    assert (summary.done, summary.resumed) == (1, 1)
+    loaded = load_transcript(path)
+    check_transcript(loaded.messages)
+    assert type(loaded.messages[2]) is ToolResultMessage  # the aborted result, added
+    # Both markers stay where they were: before the added result, not after it.
+    assert loaded.markers_of("note") == (first, second)
 
 
 def _ended_transcript(n: int) -> list[Any]:

@@ -59,7 +59,7 @@ from trio_agent import (
 )
 from trio_agent._core._pairing import transcript_violations
 from trio_agent._core._serde import MAX_JSON_DEPTH, JsonTooDeep, message_to_json, parse_json
-from trio_agent._store import _locked_file
+from trio_agent._store import _locked_file, carry_markers
 from trio_agent._store._jsonl import HEADER_LINE
 from trio_agent.testing import ScriptedModel, messages
 
@@ -715,6 +715,20 @@ async def test_write_marker_refuses_what_is_not_json_and_writes_nothing(
         with pytest.raises(TypeError, match="a mapping"):
             await transcript.write_marker("m", [1])  # type: ignore[arg-type]
     assert path.read_bytes() == HEADER_LINE
+
+
+def test_carry_markers_keeps_each_after_the_message_it_followed() -> None:
+    c1, c2 = call("c1"), call("c2")
+    reply = assistant(c1, c2)
+    old = [user("go"), reply, result("c1"), assistant(text="late")]
+    new = list(repair(old))  # c2's aborted result inserted after c1's
+    assert len(new) == 5
+    markers = [Marker(kind=k, data={}, at=at) for k, at in (("s", 0), ("a", 2), ("b", 3), ("e", 4))]
+    carried = carry_markers(old, new, markers)
+    assert [(m.kind, m.at) for m in carried] == [("s", 0), ("a", 2), ("b", 3), ("e", 5)]
+    assert carry_markers(old, old, markers) == tuple(markers)
+    with pytest.raises(ValueError, match="every old message in order"):
+        carry_markers(old, list(reversed(new)), markers)
 
 
 def test_write_transcript_keeps_markers_in_place(tmp_path: Path) -> None:

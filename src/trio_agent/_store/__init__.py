@@ -6,7 +6,14 @@ here (``from .._store import JsonlTranscript``), never from a module of the pack
 imports only from ``_core``.
 """
 
-from ._jsonl import JsonlTranscript, LoadedTranscript, Marker, load_transcript, write_transcript
+from ._jsonl import (
+    JsonlTranscript,
+    LoadedTranscript,
+    Marker,
+    carry_markers,
+    load_transcript,
+    write_transcript,
+)
 from ._jsonl_file import (
     NO_HEADER,
     AppendFile,
@@ -33,6 +40,7 @@ __all__ = [
     "LoadedTranscript",
     "Marker",
     "UnreadableLine",
+    "carry_markers",
     "check_fsync",
     "decode_line",
     "load_transcript",

@@ -75,13 +75,14 @@ from ._locked_file import fsync_dir, names, open_locked
 from ._timings import TIMINGS, TimingRecorder
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
     from types import TracebackType
 
 __all__ = [
     "JsonlTranscript",
     "LoadedTranscript",
     "Marker",
+    "carry_markers",
     "load_transcript",
     "write_transcript",
 ]
@@ -273,6 +274,29 @@ def _encode_with_markers(messages: tuple[Message, ...], markers: Iterable[Marker
         done = marker.at
     parts.append(_encode(messages[done:]))
     return b"".join(parts)
+
+
+def carry_markers(
+    old: Sequence[Message], new: Sequence[Message], markers: Iterable[Marker]
+) -> tuple[Marker, ...]:
+    """``markers`` of the transcript ``old``, placed in ``new``: ``old`` with messages
+    inserted (as :func:`repair` inserts results). Each marker stays right after the
+    message it followed, so messages inserted later come after it.
+
+    Raises:
+        ValueError: ``old`` is not ``new`` with messages inserted (the same objects, in
+            the same order).
+    """
+    after: list[int] = []  # after[k]: 1 + the index in ``new`` of old[k - 1]
+    j = 0
+    for message in old:
+        while j < len(new) and new[j] is not message:
+            j += 1
+        if j == len(new):
+            raise ValueError("the new transcript does not hold every old message in order")
+        j += 1
+        after.append(j)
+    return tuple(attrs.evolve(m, at=after[m.at - 1] if m.at else 0) for m in markers)
 
 
 def write_transcript(

@@ -72,7 +72,7 @@ from trio_agent import (
 )
 
 from .._core import over_budget, seconds, sum_usage
-from .._store import FsyncMode
+from .._store import FsyncMode, Marker, carry_markers
 from ._task import (
     FAILED,
     TIMEOUT,
@@ -299,10 +299,12 @@ async def run_task(
     torn = existed = False
     try:
         loaded = await _on_disk(path, _load, path) if may_exist else None
+        markers: tuple[Marker, ...] = ()
         if loaded is not None:
             existed = True
             if loaded is not _UNBEGUN:
                 history = loaded.messages
+                markers = loaded.markers
                 torn = not loaded.whole
         with trio.move_on_at(deadline) as scope:
             setup = await _setup(factory, task)
@@ -331,9 +333,12 @@ async def run_task(
         if isinstance(limited, str):
             return _result(task, limited, run_part, started)
         if torn or repaired != history:
-            await _on_disk(
-                path, partial(write_transcript, path, repaired, fsync=job.fsync is not False)
+            # The marker lines (timings, ...) stay after the messages they followed.
+            kept = carry_markers(history, repaired, markers)
+            rewrite = partial(
+                write_transcript, path, repaired, markers=kept, fsync=job.fsync is not False
             )
+            await _on_disk(path, rewrite)
         marker = CustomMessage(
             kind=RESUME_KIND,
             content="resumed after an interruption",
