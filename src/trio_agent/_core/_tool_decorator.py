@@ -26,7 +26,7 @@ import msgspec
 
 from ._arguments import InvalidArguments, check_arguments, compile_parameters
 from ._messages import ToolCall
-from ._tools import Tool, ToolContext, ToolOutput
+from ._tools import Approval, Tool, ToolContext, ToolOutput
 
 __all__ = ["tool"]
 
@@ -47,6 +47,7 @@ def tool(
     timeout: float | None = None,
     execution_mode: Literal["parallel", "sequential"] = "parallel",
     prepare_arguments: PrepareArguments | None = None,
+    approval: Approval = "never",
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -60,6 +61,7 @@ def tool(
     timeout: float | None = None,
     execution_mode: Literal["parallel", "sequential"] = "parallel",
     prepare_arguments: PrepareArguments | None = None,
+    approval: Approval = "never",
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Build a :class:`Tool` from an annotated ``async def`` function.
 
@@ -87,7 +89,8 @@ def tool(
 
     The function is called with the validated arguments converted to the annotated
     types, and returns ``str`` or :class:`ToolOutput`. ``label``, ``timeout``,
-    ``execution_mode`` and ``prepare_arguments`` are passed to :class:`Tool`.
+    ``execution_mode``, ``prepare_arguments`` and ``approval`` are passed to
+    :class:`Tool`.
 
     Raises:
         TypeError: ``fn`` is not an async function, has ``*args``/``**kwargs`` or an
@@ -103,6 +106,7 @@ def tool(
             timeout=timeout,
             execution_mode=execution_mode,
             prepare_arguments=prepare_arguments,
+            approval=approval,
         )
 
     if fn is None:
@@ -119,6 +123,7 @@ def _build(
     timeout: float | None,
     execution_mode: Literal["parallel", "sequential"],
     prepare_arguments: PrepareArguments | None,
+    approval: Approval = "never",
 ) -> Tool:
     where = getattr(fn, "__qualname__", repr(fn))
     if not inspect.iscoroutinefunction(fn):
@@ -197,6 +202,7 @@ def _build(
         execution_mode=execution_mode,
         prepare_arguments=prepare_arguments,
         timeout=timeout,
+        approval=approval,
     )
     built.append(result)
     compile_parameters(result)

@@ -60,6 +60,7 @@ from .._core import (
     json_text,
     message_to_json,
     to_jsonable,
+    waiting_in,
 )
 from .._core import events as ev
 from ._jsonl_file import (
@@ -186,6 +187,18 @@ class LoadedTranscript:
     version: int = VERSION
     torn_line: int | None = None
     torn_reason: str | None = None
+
+    @property
+    def waiting(self) -> frozenset[str]:
+        """The ids of the calls that wait for a decision: the transcript ends in a
+        deferral (its ``deferral`` marker names them) and they have no result yet. Pass
+        them to ``check_transcript(..., waiting=...)`` and ``repair(..., waiting=...)``:
+        such a transcript waits, it is not broken; ``resume`` answers them.
+
+        Raises:
+            TranscriptFormatError: the deferral marker is malformed.
+        """
+        return waiting_in(self.messages, self.markers)
 
     def markers_of(self, kind: str) -> tuple[Marker, ...]:
         """The markers of one kind, in file order."""
@@ -474,8 +487,9 @@ class JsonlTranscript:
 
     # Not a checkpoint for events it ignores: a run calls its sink for every streamed delta.
     async def write_event(self, event: ev.AgentEvent) -> None:  # noqa: ASYNC910
-        """Record ``event``: a ``MessageEnd`` becomes one line; other events are ignored
-        (except ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode).
+        """Record ``event``: a ``MessageEnd`` becomes one line, a ``RecordMarker`` one
+        marker line (fsynced unless ``fsync=False``); other events are ignored (except
+        ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode).
 
         A checkpoint only when it writes or syncs: every other event returns at once, so
         that streaming deltas through the sink costs nothing. A run passes events one at
@@ -498,6 +512,14 @@ class JsonlTranscript:
             # effect once it is.
             with trio.CancelScope(shield=True):
                 await self._write((event.message,), sync=self.fsync is True)
+            await trio.lowlevel.checkpoint_if_cancelled()
+        elif kind is ev.RecordMarker:
+            assert isinstance(event, ev.RecordMarker)
+            # What a resume relies on (a deferral; the decisions, on disk before an
+            # approved call runs): written and synced (unless fsync=False) at once.
+            line = _marker_line(event.kind, event.data)
+            with trio.CancelScope(shield=True):
+                await self._write_bytes(line, sync=self.fsync is not False)
             await trio.lowlevel.checkpoint_if_cancelled()
         elif self.fsync == "turn" and (kind is ev.TurnEnd or kind is ev.AgentEnd):
             await self._write((), sync=True)
