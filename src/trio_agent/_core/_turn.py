@@ -908,7 +908,8 @@ class TurnMachine:
         assert batch is not None
         if self.lifecycle == "running" and self.interrupt == "cutting":
             end = batch.close(*INTERRUPTED_CALL)
-        elif self.lifecycle == "running":  # the batch ran to its end: deferred calls wait
+        elif self.lifecycle == "running" and batch.deferring:
+            # The batch ran to its end and deferred calls: they keep waiting.
             end = batch.close("aborted", _ABORTED_PLAINLY, keep_deferred=True)
         else:
             reason = self.abort_reason
@@ -930,10 +931,12 @@ class TurnMachine:
             self.decision = DEFERRED
             results = results[: end.split]
             appended = [] if batch.sequential else results
+        elif batch.sequential:
+            # A deferral that an abort or interrupt ended held back the results from its
+            # first deferred call on: they enter now (the others entered as they settled).
+            appended = results[end.split :] if batch.deferring else []
         else:
-            # (A deferral that an abort or interrupt ended held back the results from
-            # its first deferred call on: they enter now.)
-            appended = results[end.split :] if batch.sequential else results
+            appended = results
         for result in appended:
             events.extend(self._append(result))
         self.batch = None
