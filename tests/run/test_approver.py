@@ -39,7 +39,7 @@ def gated_pair() -> tuple[Counted, Any, Any]:
     [
         (Approve(), ["g"], "gated g n=None"),
         (Approve({"n": "5"}), ["g"], "gated g n=5"),
-        (Deny("not today"), [], "Tool call denied: not today."),
+        (Deny("not today"), [], "not today"),
         (Result("done by hand"), [], "done by hand"),
     ],
 )

@@ -82,12 +82,12 @@ class Approve:
 
 @attrs.frozen
 class Deny:
-    """The call does not run: its result is an error with ``reason`` (outcome
-    ``blocked``), which the model reads.
+    """The call does not run: its result is an error (outcome ``blocked``) whose text is
+    ``reason``, which the model reads — as a call ``before_tool_call`` blocks.
 
     Attributes:
-        reason: why; the result says "Tool call denied: <reason>." (or "Tool call
-            denied." without one).
+        reason: why (the result's text); without one the result says "Tool call
+            denied."
     """
 
     reason: str | None = None

@@ -66,6 +66,10 @@ INTERRUPTED_APPROVED: Final = (
 """The result of an approved call that a crash left without a result."""
 
 
+DENIED: Final = "Tool call denied."
+"""The result of a call denied without a reason."""
+
+
 class MarkerLike(Protocol):
     """A marker line as ``load_transcript`` returns it (``Marker``)."""
 
@@ -214,9 +218,7 @@ def decided_result(
         TypeError: a ``Result``'s content or details that a transcript cannot hold.
     """
     if isinstance(decision, Deny):
-        reason = decision.reason
-        text = f"Tool call denied: {reason}." if reason else "Tool call denied."
-        return make_result(call, text, is_error=True), "blocked"
+        return make_result(call, decision.reason or DENIED, is_error=True), "blocked"
     if decision.details is not None:
         check_json(decision.details, f"the details of Result for {call.id!r}")
     result = result_message(
