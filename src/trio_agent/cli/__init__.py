@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "re-run a recorded chat offline, report divergence",
     ),
     "fleet": ("trio_agent.cli.fleet", "run a JSONL file of tasks to completion, resumably"),
+    "resume": (
+        "trio_agent.cli.resume",
+        "answer the tool calls a run left waiting for approval, and go on",
+    ),
 }
 
 
