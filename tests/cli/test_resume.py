@@ -151,3 +151,19 @@ async def test_approve_and_deny_resume_the_run_from_the_file(
     code, _, err = await resume_cli(str(path), "--approve", "call_1", *local(server, tmp_path))
     assert code == 2
     assert "nothing to resume" in err
+
+
+async def test_check_accepts_a_transcript_that_waits(tmp_path: Path) -> None:
+    path = await deferred_transcript(tmp_path)
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, "-m", "trio_agent.cli", "check", str(path)],
+            capture_stdout=True,
+            capture_stderr=True,
+            env=WITH_KEY,
+            check=False,
+        )
+    out = done.stdout.decode()
+    assert done.returncode == 0, out
+    assert "2 call(s) wait for a decision (call_1, call_2)" in out
+    assert out.splitlines()[-1] == f"{path}: 2 messages, ok"
