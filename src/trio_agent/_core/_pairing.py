@@ -168,7 +168,9 @@ def check_transcript(messages: Sequence[Message], *, waiting: Collection[str] = 
     """Raise :class:`TranscriptError` listing every breach of the pairing invariant.
 
     ``waiting``: the ids of calls that wait for a decision (a transcript that ends in a
-    deferral; see :func:`transcript_violations`): they may have no result yet.
+    deferral: ``result.deferral.waiting_ids``, ``LoadedTranscript.waiting``): they may
+    have no result yet — provided each is a call of the last assistant message, nothing
+    but results of that message follows it, and none has a result.
 
     Checks: a call without a result, two results for one call, a result for no call, a
     result out of declaration order or not directly after its assistant message, and

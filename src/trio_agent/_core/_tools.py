@@ -154,7 +154,8 @@ class Tool:
         approval: ``"always"``: every call waits for a decision before it runs (asked
             of ``LoopConfig.approver`` if set, else deferred: the run ends ``deferred``
             and ``resume`` answers it); a callable decides per call from the validated
-            arguments (see :data:`Approval`); ``"never"`` (default): calls run.
+            arguments (True or a non-empty ``str``, the reason shown, makes the call
+            wait); ``"never"`` (default): calls run.
     """
 
     name: str = attrs.field(validator=_check_name)

@@ -101,6 +101,17 @@
 # mode (its result message right after its ToolExecutionEnd, as in pi), or all of
 # them in declaration order once the batch is over in parallel mode (``settle`` and
 # ``end_batch``). The batch reports each settled call and never appends.
+#
+# Deferral: a call that waits for a decision (its tool's ``approval``, or
+# ``before_tool_call`` returned ``Defer``) gets no result. When the batch is over,
+# ``end_batch`` appends the results of the calls declared before the first waiting one,
+# holds back the rest (``Deferral.held``), and the turn's decision becomes DEFERRED: the
+# run ends ``deferred`` with no further request, and close() leaves the waiting and held
+# calls without a result (a run ended otherwise gives the held results back and skips
+# the waiting calls). A resumed run (``plan``) goes from ``start`` to ``resume``:
+# ``resume_turn`` reopens the deferred reply's turn, one batch answers every waiting and
+# held call in declaration order, and the loop goes on from ``after_turn`` — so every
+# waiting call is answered before the resumed run's first request.
 
 """The turn machine: every rule that decides where a run goes, sans-IO (see the
 theory of operation in the comment above)."""

@@ -476,6 +476,11 @@ class Batch:
         if answer is None:
             st.deferred = waiting
             self.deferring = True
+            if st.obs is not None:
+                # The observation ends here (no result: the transcript gets none); the
+                # resumed run observes the call again if it runs.
+                text = "Tool call deferred: it waits for a decision."
+                st.obs.end(make_result(call, text, is_error=True), "skipped")
             return False
         assert isinstance(answer, Approve | Deny | Result)
         return await self._decided(st, answer)
