@@ -169,3 +169,24 @@ async def test_agent_resume_answers_its_own_deferral() -> None:
         assert counted.ran == ["f", "g"]
         with pytest.raises(Exception, match="nothing to resume"):
             await agent.resume({"g": Approve()})
+
+
+async def test_agent_resume_from_a_loaded_transcript(tmp_path: Any) -> None:
+    from trio_agent import JsonlTranscript, load_transcript
+
+    counted, gated, free = gated_pair()
+    path = tmp_path / "run.jsonl"
+    model = ScriptedModel([tool_use(call("g", "gated"), call("f", "free"))])
+    async with JsonlTranscript(path) as transcript:
+        first = await run_agent_loop(prompt(), ctx(gated, free), model, on_event=transcript)
+    assert first.reason == "deferred"
+    loaded = await trio.to_thread.run_sync(load_transcript, path)
+    async with open_agent(model=ScriptedModel([reply("ok")]), tools=(gated, free)) as agent:
+        with pytest.raises(Exception, match="no deferred call has the id 'x'"):
+            await agent.resume({"g": Approve(), "x": Approve()}, transcript=loaded)
+        assert agent.state.messages == ()
+        done = await agent.resume({"g": Deny("no")}, transcript=loaded)
+        assert done.reason == "stop"
+        check_transcript(agent.state.messages)
+        assert text_of(results_of(agent.state.messages)["g"]) == "no"
+    assert counted.ran == ["f"]
