@@ -147,7 +147,9 @@ async def resume(
             name; a missing one gives the call a ``not_found`` result).
         system_prompt: the instructions sent with every request.
         config: hooks and limits, as for ``run_agent_loop`` (``before_tool_call`` and
-            the tools' ``approval`` are not asked again for approved calls).
+            the tools' ``approval`` are not asked again for approved calls). Its limits
+            (``max_steps``, token budgets) apply to the resumed run alone; a fleet
+            counts them across resumptions.
         on_event: called with every event, as for ``run_agent_loop``.
 
     Raises:
