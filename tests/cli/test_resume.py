@@ -167,3 +167,25 @@ async def test_check_accepts_a_transcript_that_waits(tmp_path: Path) -> None:
     assert done.returncode == 0, out
     assert "2 call(s) wait for a decision (call_1, call_2)" in out
     assert out.splitlines()[-1] == f"{path}: 2 messages, ok"
+
+
+async def test_chat_resume_refuses_a_transcript_that_waits(tmp_path: Path) -> None:
+    from .test_chat import chat_cli
+
+    path = await deferred_transcript(tmp_path)
+    before = path.read_bytes()
+    code, _, err = await chat_cli(
+        "--resume",
+        str(path),
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--folder",
+        str(tmp_path),
+        env=WITH_KEY,
+    )
+    assert code == 2
+    assert "2 call(s) waiting for a decision (call_1, call_2)" in err
+    assert "trio-agent resume" in err
+    assert path.read_bytes() == before  # not repaired: the calls still wait
