@@ -113,6 +113,7 @@ class SimBatch:
         self.results: dict[int, ToolResultMessage] = {}
         self.terminate: dict[int, bool] = {}
         self.started: set[int] = set()
+        self.deferring = False  # no call of a played batch waits for a decision
 
     def _start(self, i: int) -> None:
         self.started.add(i)

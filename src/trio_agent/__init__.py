@@ -74,6 +74,7 @@ from ._core import AgentRunError as AgentRunError
 from ._core import AgentRunResult as AgentRunResult
 from ._core import AgentStart as AgentStart
 from ._core import AgentUsageError as AgentUsageError
+from ._core import Approve as Approve
 from ._core import AssistantEvent as AssistantEvent
 from ._core import AssistantMessage as AssistantMessage
 from ._core import BeforeToolCallContext as BeforeToolCallContext
@@ -83,6 +84,10 @@ from ._core import CallTiming as CallTiming
 from ._core import ContentBlock as ContentBlock
 from ._core import Context as Context
 from ._core import CustomMessage as CustomMessage
+from ._core import Defer as Defer
+from ._core import Deferral as Deferral
+from ._core import DeferredCall as DeferredCall
+from ._core import Deny as Deny
 from ._core import Done as Done
 from ._core import EndReason as EndReason
 from ._core import Error as Error
@@ -97,8 +102,10 @@ from ._core import ModelOptions as ModelOptions
 from ._core import ModelRequest as ModelRequest
 from ._core import NextTurn as NextTurn
 from ._core import Observer as Observer
+from ._core import RecordMarker as RecordMarker
 from ._core import RequestContext as RequestContext
 from ._core import RequestObservation as RequestObservation
+from ._core import Result as Result
 from ._core import RunObservation as RunObservation
 from ._core import Start as Start
 from ._core import StopReason as StopReason
@@ -139,6 +146,7 @@ from ._core import repair as repair
 from ._core import tool as tool
 from ._run import AgentRun as AgentRun
 from ._run import open_agent_loop as open_agent_loop
+from ._run import resume as resume
 from ._run import run_agent_loop as run_agent_loop
 from ._store import JsonlTranscript as JsonlTranscript
 from ._store import LoadedTranscript as LoadedTranscript
@@ -159,6 +167,7 @@ __all__ = [
     "AgentStart",
     "AgentState",
     "AgentUsageError",
+    "Approve",
     "AssistantEvent",
     "AssistantMessage",
     "BeforeToolCallContext",
@@ -168,6 +177,10 @@ __all__ = [
     "ContentBlock",
     "Context",
     "CustomMessage",
+    "Defer",
+    "Deferral",
+    "DeferredCall",
+    "Deny",
     "Done",
     "EndReason",
     "Error",
@@ -185,8 +198,10 @@ __all__ = [
     "ModelRequest",
     "NextTurn",
     "Observer",
+    "RecordMarker",
     "RequestContext",
     "RequestObservation",
+    "Result",
     "RunObservation",
     "Start",
     "StopReason",
@@ -227,6 +242,7 @@ __all__ = [
     "open_agent",
     "open_agent_loop",
     "repair",
+    "resume",
     "run_agent_loop",
     "tool",
     "write_transcript",

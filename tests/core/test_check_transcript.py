@@ -344,3 +344,25 @@ def test_any_single_breakage_is_reported(messages: list[Message], data: st.DataO
             expected = f"duplicate call id {first!r} in one message"
     found = violations(broken)
     assert any(expected in v for v in found), (kind, found)
+
+
+def test_waiting_calls_may_be_unanswered_only_at_the_end_of_the_transcript() -> None:
+    from tests.kit.loop import call, tool_use, user
+    from trio_agent import Text, ToolResultMessage, repair
+
+    def result(cid: str) -> ToolResultMessage:
+        return ToolResultMessage(
+            tool_call_id=cid, tool_name="probe", content=(Text(text="ok"),), timestamp=1.0
+        )
+
+    waiting_end = [user(), tool_use(call("a"), call("b"), call("c"), timestamp=1.0), result("a")]
+    assert transcript_violations(waiting_end, waiting={"b", "c"}) == []
+    assert len(transcript_violations(waiting_end)) == 2  # without the waiting ids: broken
+    assert repair(waiting_end, waiting={"b", "c"}) == tuple(waiting_end)
+    # A waiting call with a result, or one that messages follow, is a breach.
+    assert transcript_violations(waiting_end, waiting={"a", "b", "c"}) == [
+        "call 'a' waits for a decision but has a result"
+    ]
+    followed = [*waiting_end, user("more")]
+    problems = transcript_violations(followed, waiting={"b", "c"})
+    assert "call 'b' waits for a decision but is not a call of the last reply" in problems[0]

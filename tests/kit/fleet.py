@@ -68,3 +68,38 @@ def transcripts_load_and_pair(out: Path) -> int:
         check_transcript(loaded.messages)
         count += 1
     return count
+
+
+def deferral_factory(task: Any) -> Any:
+    """A fleet task whose reply calls ``send`` (``approval="always"``: it waits) and
+    ``look``; once both are answered the model says done. Each execution appends
+    ``<tool> <task id>`` to the file ``task.metadata["ledger"]``."""
+    import trio
+
+    from trio_agent import ModelRequest, Tool, ToolResultMessage
+    from trio_agent.fleet import TaskSetup
+    from trio_agent.testing import ScriptedModel
+
+    from .loop import call, reply, tool_use
+
+    ledger = task.metadata["ledger"]
+
+    def respond(request: ModelRequest) -> AssistantMessage:
+        if any(isinstance(m, ToolResultMessage) for m in request.messages):
+            return reply("done")
+        return tool_use(call("s", "send"), call("k", "look"))
+
+    def make(name: str, **kwargs: Any) -> Tool:
+        async def execute(c: Any, args: Any, ctx: Any) -> str:
+            async with await trio.open_file(ledger, "a") as f:
+                await f.write(f"{name} {task.id}\n")
+            return f"{name} ok"
+
+        return Tool(
+            name=name, description=name, parameters={"type": "object"}, execute=execute, **kwargs
+        )
+
+    return TaskSetup(
+        model=ScriptedModel([respond, respond]),
+        tools=(make("send", approval="always"), make("look")),
+    )

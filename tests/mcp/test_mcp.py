@@ -40,6 +40,7 @@ from tests.kit.mcp import (
 )
 from tests.kit.processes import alive, children_of
 from trio_agent import (
+    Approve,
     Context,
     Image,
     LoopConfig,
@@ -48,9 +49,12 @@ from trio_agent import (
     ToolContext,
     ToolExecutionStart,
     ToolExecutionUpdate,
+    ToolResultMessage,
     TurnEnd,
     UserMessage,
+    check_transcript,
     open_agent_loop,
+    resume,
     run_agent_loop,
 )
 from trio_agent.mcp import (
@@ -963,3 +967,33 @@ def test_the_big_result_benchmark_runs() -> None:
         ["SDK", "stdio_client", "(before)"],
         ["trio_agent.mcp", "(after)", "0.2"],
     ]
+
+
+async def test_approval_patterns_make_mcp_calls_wait_and_resume_runs_them(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "s.log"
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(
+            stdio_server(log), prefix="t", approval=["t__add", "dotted*"]
+        ) as mcp:
+            tools = {t.name: t for t in mcp.tools}
+            gated = sorted(n for n, t in tools.items() if t.approval == "always")
+            # "t__add" by the model's name; "dotted.name" by the server's own.
+            assert gated == ["t__add", "t__dotted_name"]
+            model = ScriptedModel(
+                [calls(("a", "t__add", {"a": 2, "b": 3}), ("c", "t__count", {"steps": 1}))]
+            )
+            result, _, _ = await run(mcp.tools, model)
+            assert result.reason == "deferred"
+            assert [d.id for d in result.deferred] == ["a"]
+            model.add(reply())
+            done = await resume(result, {"a": Approve()}, model=model, tools=mcp.tools)
+    assert done.reason == "stop"
+    check_transcript(done.transcript)
+    added = next(
+        m for m in done.transcript if isinstance(m, ToolResultMessage) and m.tool_call_id == "a"
+    )
+    assert added.content == (Text(text="5"),)
+    with pytest.raises(TypeError, match="list of name patterns"):
+        open_mcp_tools(stdio_server(log), approval="t__add")

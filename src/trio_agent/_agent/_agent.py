@@ -39,6 +39,8 @@ import trio
 
 from .._core import (
     AgentRunError,
+    AgentUsageError,
+    Deferral,
     LoopConfig,
     Model,
     Tool,
@@ -49,17 +51,34 @@ from .._core import (
     check_model,
     is_str,
     one_of,
+    plan_resume,
     trusted_context,
 )
-from .._run import MODES, EventDelivery, MessageQueues, QueueMode, Runner
+from .._run import (
+    MODES,
+    EventDelivery,
+    MessageQueues,
+    QueueMode,
+    Runner,
+    in_memory,
+    plan_for,
+)
 from ._run import ActiveRun, RunSlot, check_config
 from ._state import AgentState, StateView
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 
-    from .._core import AgentRunResult, Message, Usage
+    from .._core import (
+        AgentRunResult,
+        CallDecision,
+        DeferredCall,
+        Message,
+        ResumePlan,
+        Usage,
+    )
     from .._core import events as ev
+    from .._run import DeferredSource
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
 
@@ -120,6 +139,8 @@ class Agent:
     _delivery: EventDelivery = attrs.field(
         init=False, factory=lambda: EventDelivery(hold=True), repr=False
     )
+    # The calls the last run left waiting (it ended "deferred"), until they are answered.
+    _deferral: Deferral | None = attrs.field(init=False, default=None, repr=False)
     _slot: RunSlot = attrs.field(
         init=False,
         default=attrs.Factory(
@@ -145,6 +166,12 @@ class Agent:
         """The token counts of every run this agent made, summed (cache tokens included),
         the active run's replies so far included. Not reset by anything."""
         return self._view.total_usage(self._slot.live_run)
+
+    @property
+    def deferred(self) -> tuple[DeferredCall, ...]:
+        """The calls that wait for a decision: the last run ended ``deferred`` and
+        :meth:`resume` has not answered them yet (empty otherwise)."""
+        return () if self._deferral is None else self._deferral.calls
 
     @property
     def queued_steering(self) -> tuple[Message, ...]:
@@ -249,6 +276,7 @@ class Agent:
             AgentBusyError: a run is active.
         """
         self._slot.check_idle("reset()")
+        self._deferral = None
         self._view.reset()
         self._queues.clear()
 
@@ -260,6 +288,7 @@ class Agent:
             AgentBusyError: a run is active.
         """
         self._slot.check_idle("replace_messages()")
+        self._deferral = None
         self._view.replace(as_history(messages, "replace_messages()'s messages"))
 
     async def wait_for_idle(self) -> None:
@@ -352,7 +381,52 @@ class Agent:
         active = await self._slot.begin("continue_")
         return await self._run(active, self._slot.continue_messages(active))
 
-    async def _run(self, active: ActiveRun, prompts: list[Message]) -> AgentRunResult:
+    async def resume(
+        self,
+        decisions: Mapping[str, CallDecision],
+        *,
+        transcript: DeferredSource | None = None,
+    ) -> AgentRunResult:
+        """Answer the calls the last run left waiting (:attr:`deferred`), then go on
+        with the loop; as :func:`trio_agent.resume`, with the agent's model, tools,
+        system prompt, config and queues.
+
+        Every waiting call is answered before the first request: ``Approve()`` runs it,
+        ``Deny(reason)`` gives it an error result with the reason, ``Result(content)``
+        gives it that result; the results its batch held back enter with them, in
+        declaration order. Subscribers get the run's events, among them the
+        ``RecordMarker`` with the decisions before any approved call runs (a subscriber
+        writing a ``JsonlTranscript`` records it: see ``resume`` for exactly once).
+
+        Args:
+            decisions: call id -> decision, one per waiting call.
+            transcript: resume this instead of the agent's own deferral: a loaded
+                transcript (``load_transcript(path)``) or a run's result; the agent's
+                messages become its transcript first.
+
+        Raises:
+            AgentBusyError: a run is active.
+            AgentUsageError: nothing waits, or the decisions do not answer the waiting
+                calls exactly (unknown id, answered twice, missing): raised before
+                anything runs, the transcript unchanged.
+            TypeError: a decision that is not one.
+            AgentRunError: as for :meth:`prompt`.
+        """
+        if transcript is not None:
+            messages, plan = plan_for(transcript, decisions)
+        else:
+            deferral = self._deferral
+            if deferral is None:
+                raise AgentUsageError("nothing to resume: no call of the agent waits")
+            plan = plan_resume(in_memory(self._view.messages, deferral), decisions)
+        active = await self._slot.begin("resume")
+        if transcript is not None:
+            self._view.replace(list(messages))  # checked where it was loaded
+        return await self._run(active, [], plan)
+
+    async def _run(
+        self, active: ActiveRun, prompts: list[Message], plan: ResumePlan | None = None
+    ) -> AgentRunResult:
         # The agent's fields were checked when assigned, its transcript as it entered.
         context = trusted_context(self.system_prompt, tuple(self._view.messages), self.tools)
         runner: Runner | None = None
@@ -373,6 +447,7 @@ class Agent:
                     functools.partial(self._slot.take, active, "follow_up"),
                 ),
                 delivery=delivery,
+                plan=plan,
             )
             self._slot.attach(active, runner)
             # The run goes on in this task: a cancel of the caller reaches it at its
@@ -391,6 +466,7 @@ class Agent:
                 await trio.lowlevel.cancel_shielded_checkpoint()
         finally:
             result = error.result if error is not None else runner.result if runner else None
+            self._deferral = None if result is None else result.deferral
             self._slot.finish(active, result, error)
         if error is not None:
             raise error

@@ -45,6 +45,16 @@ from ._config import (
     maybe_await,
     trusted_context,
 )
+from ._deferral import (
+    Approve,
+    Approver,
+    CallDecision,
+    Defer,
+    Deferral,
+    DeferredCall,
+    Deny,
+    Result,
+)
 from ._errors import (
     AgentBusyError,
     AgentRunError,
@@ -66,6 +76,7 @@ from ._events import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    RecordMarker,
     Start,
     TextDelta,
     TextEnd,
@@ -122,6 +133,18 @@ from ._observer import (
     logger,
 )
 from ._pairing import check_transcript, repair, transcript_violations
+from ._resumption import (
+    DECISIONS,
+    DEFERRAL,
+    MarkerLike,
+    OpenDeferral,
+    ResumePlan,
+    decided_result,
+    deferral_data,
+    open_deferral,
+    plan_resume,
+    waiting_in,
+)
 from ._serde import (
     MAX_JSON_DEPTH,
     MAX_VALUE_DEPTH,
@@ -141,11 +164,13 @@ from ._serde import (
 from ._tool_decorator import tool
 from ._tools import (
     MAX_RESULT_CHARS,
+    Approval,
     Tool,
     ToolContext,
     ToolOutput,
     as_tools,
     check_tool_name,
+    needs_approval,
 )
 from ._turn import (
     TERMINATED,
@@ -169,6 +194,8 @@ from ._validators import as_history, describe_value, is_str, one_of, seconds
 
 __all__ = [
     "CALL",
+    "DECISIONS",
+    "DEFERRAL",
     "END_EVENTS",
     "MAX_JSON_DEPTH",
     "MAX_RESULT_CHARS",
@@ -189,6 +216,9 @@ __all__ = [
     "AgentRunResult",
     "AgentStart",
     "AgentUsageError",
+    "Approval",
+    "Approve",
+    "Approver",
     "Ask",
     "AssistantEvent",
     "AssistantMessage",
@@ -196,6 +226,7 @@ __all__ = [
     "BeforeToolCallContext",
     "BeforeToolCallResult",
     "Block",
+    "CallDecision",
     "CallIds",
     "CallObservation",
     "CallTiming",
@@ -203,6 +234,10 @@ __all__ = [
     "Context",
     "CustomMessage",
     "Decision",
+    "Defer",
+    "Deferral",
+    "DeferredCall",
+    "Deny",
     "Done",
     "EndReason",
     "Error",
@@ -212,6 +247,7 @@ __all__ = [
     "JsonTooDeep",
     "Lifecycle",
     "LoopConfig",
+    "MarkerLike",
     "MaybeAwaitable",
     "Message",
     "MessageEnd",
@@ -223,10 +259,14 @@ __all__ = [
     "ModelRequest",
     "NextTurn",
     "Observer",
+    "OpenDeferral",
     "Part",
     "Phase",
+    "RecordMarker",
     "RequestContext",
     "RequestObservation",
+    "Result",
+    "ResumePlan",
     "RunObservation",
     "Start",
     "StopReason",
@@ -279,7 +319,9 @@ __all__ = [
     "compile_parameters",
     "convert_arguments",
     "decide",
+    "decided_result",
     "default_convert",
+    "deferral_data",
     "describe_value",
     "dumps",
     "event_to_json",
@@ -297,10 +339,13 @@ __all__ = [
     "maybe_await",
     "message_to_json",
     "natural_end",
+    "needs_approval",
     "one_of",
+    "open_deferral",
     "over_budget",
     "parse_arguments",
     "parse_json",
+    "plan_resume",
     "repair",
     "result_content",
     "result_message",
@@ -311,4 +356,5 @@ __all__ = [
     "tool",
     "transcript_violations",
     "trusted_context",
+    "waiting_in",
 ]

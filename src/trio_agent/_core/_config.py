@@ -21,6 +21,7 @@ from ._tools import Tool, as_tools
 from ._validators import as_history, is_str, one_of, seconds
 
 if TYPE_CHECKING:
+    from ._deferral import Approver, Defer
     from ._observer import Observer
     from ._tools import ToolOutput
 
@@ -99,8 +100,9 @@ class BeforeToolCallContext:
 
     The hook runs while the batch is prepared, one call at a time in declaration order,
     after the call was found and its arguments converted and validated. It returns a
-    ``BeforeToolCallResult`` to block the call or replace its arguments, or None to let
-    it run as it is. A hook that raises gives that call an error result (outcome
+    ``BeforeToolCallResult`` to block the call or replace its arguments, ``Defer(reason)``
+    to make it wait for a decision (see ``LoopConfig.approver`` and ``resume``), or None
+    to let it run as it is. A hook that raises gives that call an error result (outcome
     ``error``); the other calls and the run go on.
 
     Attributes:
@@ -278,8 +280,9 @@ class LoopConfig:
             the hook) before the request is sent.
         before_tool_call: a per-call hook run before a call runs, given a
             ``BeforeToolCallContext``; may block the call with a reason or replace its
-            arguments. One that raises, or returns anything but None or a
-            ``BeforeToolCallResult``, fails that call only (an error result saying so).
+            arguments, or return ``Defer(reason)`` to make it wait for a decision. One
+            that raises, or returns anything but None, a ``BeforeToolCallResult`` or a
+            ``Defer``, fails that call only (an error result saying so).
         after_tool_call: a per-call hook run after a call's tool ran, given an
             ``AfterToolCallContext``; may replace parts of its result. One that raises,
             or returns anything but None or an ``AfterToolCallResult``, fails that call
@@ -319,6 +322,16 @@ class LoopConfig:
             not sent to the model: use ``ModelOptions.max_tokens``).
         observer: told about the run, each model request and each tool call (e.g.
             ``trio_agent.telemetry.OpenTelemetry``); None observes nothing.
+        approver: asked, while the run waits, about each call that would be deferred
+            (its tool's ``approval``, or ``before_tool_call`` returned ``Defer``), one
+            at a time in declaration order during the batch's preparation; given the
+            ``DeferredCall``, it returns ``Approve()`` (the call runs; edited arguments
+            are validated again), ``Deny(reason)`` or ``Result(content)`` — or None to
+            defer the call. One that raises gives the call an error result. An abort or
+            a cancel while it waits ends the run as it would a running tool: the call
+            gets an ``aborted`` result. Without an approver such calls are deferred.
+        approval_timeout: seconds the ``approver`` may take for one call; then the call
+            is deferred instead (None: no limit).
     """
 
     max_steps: int = attrs.field(default=32, validator=attrs.validators.ge(1))
@@ -334,7 +347,8 @@ class LoopConfig:
     convert_to_llm: Callable[[Messages], MaybeAwaitable[Messages]] | None = None
     transform_context: Callable[[Messages], MaybeAwaitable[Messages]] | None = None
     before_tool_call: (
-        Callable[[BeforeToolCallContext], MaybeAwaitable[BeforeToolCallResult | None]] | None
+        Callable[[BeforeToolCallContext], MaybeAwaitable[BeforeToolCallResult | Defer | None]]
+        | None
     ) = None
     after_tool_call: (
         Callable[[AfterToolCallContext], MaybeAwaitable[AfterToolCallResult | None]] | None
@@ -354,8 +368,11 @@ class LoopConfig:
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )
     observer: Observer | None = None
+    approver: Approver | None = None
+    approval_timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
 
 
 if not TYPE_CHECKING:  # resolve the forward references attrs keeps as strings
+    from ._deferral import Approver, Defer
     from ._observer import Observer
     from ._tools import ToolOutput

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
 import attrs
 
+from ._deferral import Deferral, DeferredCall
 from ._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
+    "RecordMarker",
     "Start",
     "TextDelta",
     "TextEnd",
@@ -267,6 +269,7 @@ EndReason: TypeAlias = Literal[
     "terminated",
     "usage_limit",
     "timeout",
+    "deferred",
 ]
 """Why a run ended, as ``AgentEnd.reason`` and ``AgentRunResult.reason`` give it.
 
@@ -282,8 +285,11 @@ EndReason: TypeAlias = Literal[
   ``max_output_tokens``.
 - ``timeout``: the run took ``LoopConfig.run_timeout`` seconds (a fleet's
   ``task_timeout`` ends its tasks this way); cleaned up as an abort.
+- ``deferred``: calls wait for a decision (``AgentRunResult.deferred``); they have no
+  result yet, and ``resume`` answers them before any further request.
 
-Whatever the reason, every tool call in the transcript has its result.
+Whatever the reason but ``deferred``, every tool call in the transcript has its result;
+a ``deferred`` run's waiting calls have none until they are answered.
 """
 
 ToolOutcome: TypeAlias = Literal[
@@ -567,6 +573,25 @@ class AgentEnd:
     messages: tuple[Message, ...] = ()
 
 
+@attrs.frozen(kw_only=True)
+class RecordMarker:
+    """What a run asks a transcript writer to record beside its messages: a
+    ``JsonlTranscript`` sink writes it as a marker line (``kind``, ``data``) before it
+    returns; other consumers may ignore it. A run that ends ``deferred`` emits a
+    ``deferral`` marker right before its ``AgentEnd``; a resumed run emits a
+    ``decisions`` marker before any approved call runs.
+
+    Attributes:
+        type: ``"record_marker"``, the tag in JSON.
+        kind: what it records.
+        data: its content, a JSON object.
+    """
+
+    type: ClassVar[Literal["record_marker"]] = "record_marker"
+    kind: str
+    data: Mapping[str, Any]
+
+
 AgentEvent: TypeAlias = (
     AgentStart
     | TurnStart
@@ -578,6 +603,7 @@ AgentEvent: TypeAlias = (
     | ToolExecutionEnd
     | TurnEnd
     | AgentEnd
+    | RecordMarker
 )
 """What a run reports: one of the loop event classes, each with its ``type`` tag.
 
@@ -602,6 +628,8 @@ class AgentRunResult:
         turns: the batch statistics of each turn, in order.
         error_message: the model's error, when the run ended on an ``error`` reply.
         usage: the token counts of this run's replies, summed (cache tokens included).
+        deferral: when the run ended ``deferred``, its calls that wait and the results
+            held back until they are answered (see ``resume``); else None.
     """
 
     reason: EndReason
@@ -612,3 +640,10 @@ class AgentRunResult:
     turns: tuple[TurnStats, ...] = ()
     error_message: str | None = None
     usage: Usage = attrs.field(factory=Usage)
+    deferral: Deferral | None = None
+
+    @property
+    def deferred(self) -> tuple[DeferredCall, ...]:
+        """The calls that wait for a decision (empty unless the run ended
+        ``deferred``)."""
+        return () if self.deferral is None else self.deferral.calls

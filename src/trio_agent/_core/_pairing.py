@@ -16,16 +16,25 @@ from ._messages import (
 from ._validators import as_history
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
 __all__ = ["check_transcript", "repair", "transcript_violations"]
 
 
-def transcript_violations(messages: Sequence[Message]) -> list[str]:
+def transcript_violations(
+    messages: Sequence[Message], *, waiting: Collection[str] = ()
+) -> list[str]:
     """Every breach of the pairing invariant in ``messages``, as readable lines.
 
     The invariant: every tool-call id has exactly one ``ToolResultMessage``, and the
     results of one assistant message follow it directly, in declaration order.
+
+    A transcript that ends in a deferral waits: the calls named in ``waiting`` (a
+    deferred run's ``result.deferral.waiting_ids``; ``LoadedTranscript.waiting`` for a
+    file) have no result yet, and that is no breach — provided each is a call of the last
+    assistant message, nothing but results of that message follows it (no request could
+    have been made since), and none has a result. The results it has stay in declaration
+    order; the waiting ones are appended after them when they are answered.
 
     Raises:
         TypeError: ``messages`` is not a sequence of messages (a ``str``, or an item that
@@ -33,6 +42,7 @@ def transcript_violations(messages: Sequence[Message]) -> list[str]:
     """
     messages = as_history(messages, "messages")
     problems: list[str] = []
+    waits = _waiting_breaches(messages, waiting, problems) if waiting else frozenset()
     owner: dict[str, int] = {}  # call id -> index of the assistant message declaring it
     for i, m in enumerate(messages):
         if type(m) is AssistantMessage:
@@ -94,11 +104,42 @@ def transcript_violations(messages: Sequence[Message]) -> list[str]:
                 f"(got {got}, declared {order})"
             )
         for cid in expected:
-            if cid not in got_ids and cid not in answered and cid not in result_ids:
+            if (
+                cid not in got_ids
+                and cid not in answered
+                and cid not in result_ids
+                and cid not in waits
+            ):
                 problems.append(f"messages[{i}]: call {cid!r} has no result after it")
             # A result elsewhere is reported where it stands ("not directly after ...").
         i = j
     return problems
+
+
+def _waiting_breaches(
+    messages: Sequence[Message], waiting: Collection[str], problems: list[str]
+) -> frozenset[str]:
+    """The waiting ids that may stay unanswered: those of the last assistant message
+    with nothing but results after it. Reports every other waiting id. The one rule of
+    what a transcript that waits for decisions may look like."""
+    last = len(messages) - 1
+    while last >= 0 and type(messages[last]) is ToolResultMessage:
+        last -= 1
+    reply = messages[last] if last >= 0 else None
+    declared = {c.id for c in reply.tool_calls} if type(reply) is AssistantMessage else set[str]()
+    results = {m.tool_call_id for m in messages if type(m) is ToolResultMessage}
+    ok: set[str] = set()
+    for cid in sorted(waiting):
+        if cid in results:
+            problems.append(f"call {cid!r} waits for a decision but has a result")
+        elif cid not in declared:
+            problems.append(
+                f"call {cid!r} waits for a decision but is not a call of the last reply "
+                "(messages follow it)"
+            )
+        else:
+            ok.add(cid)
+    return frozenset(ok)
 
 
 def _misplaced(
@@ -123,8 +164,13 @@ def _misplaced(
         )
 
 
-def check_transcript(messages: Sequence[Message]) -> None:
+def check_transcript(messages: Sequence[Message], *, waiting: Collection[str] = ()) -> None:
     """Raise :class:`TranscriptError` listing every breach of the pairing invariant.
+
+    ``waiting``: the ids of calls that wait for a decision (a transcript that ends in a
+    deferral: ``result.deferral.waiting_ids``, ``LoadedTranscript.waiting``): they may
+    have no result yet — provided each is a call of the last assistant message, nothing
+    but results of that message follows it, and none has a result.
 
     Checks: a call without a result, two results for one call, a result for no call, a
     result out of declaration order or not directly after its assistant message, and
@@ -134,7 +180,7 @@ def check_transcript(messages: Sequence[Message]) -> None:
     Raises:
         TranscriptError: the transcript breaks the invariant.
     """
-    problems = transcript_violations(messages)
+    problems = transcript_violations(messages, waiting=waiting)
     if problems:
         raise TranscriptError(problems)
 
@@ -157,7 +203,12 @@ def _recovered_result(call: ToolCall, timestamp: float) -> ToolResultMessage:
     )
 
 
-def repair(messages: Sequence[Message], *, timestamp: float | None = None) -> tuple[Message, ...]:
+def repair(
+    messages: Sequence[Message],
+    *,
+    timestamp: float | None = None,
+    waiting: Collection[str] = (),
+) -> tuple[Message, ...]:
     """Give every tool call that has no result an ``aborted`` result, so a run can resume.
 
     Meant for a transcript cut short by a crash (see :func:`load_transcript`): the calls
@@ -172,6 +223,9 @@ def repair(messages: Sequence[Message], *, timestamp: float | None = None) -> tu
     Args:
         messages: the transcript.
         timestamp: of the added results (default: now).
+        waiting: the ids of calls that wait for a decision (a transcript that ends in a
+            deferral: ``LoadedTranscript.waiting``); they get no result, so ``resume``
+            can still answer them.
 
     Returns:
         The repaired transcript. When it ended in an assistant message with tool calls, it
@@ -183,6 +237,7 @@ def repair(messages: Sequence[Message], *, timestamp: float | None = None) -> tu
     """
     messages = as_history(messages, "messages")
     answered = {m.tool_call_id for m in messages if type(m) is ToolResultMessage}
+    answered.update(waiting)
     stamp = time.time() if timestamp is None else timestamp
     out: list[Message] = []
     i, n = 0, len(messages)

@@ -30,7 +30,7 @@ from ._arguments import InvalidArguments, check_arguments, compile_parameters
 from ._messages import ToolCall
 from ._schema import json_schema
 from ._serde import json_text
-from ._tools import Tool, ToolContext, ToolOutput
+from ._tools import Approval, Tool, ToolContext, ToolOutput
 
 __all__ = ["tool"]
 
@@ -53,6 +53,7 @@ def tool(
     timeout: float | None = None,
     execution_mode: Literal["parallel", "sequential"] = "parallel",
     prepare_arguments: PrepareArguments | None = None,
+    approval: Approval = "never",
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -66,6 +67,7 @@ def tool(
     timeout: float | None = None,
     execution_mode: Literal["parallel", "sequential"] = "parallel",
     prepare_arguments: PrepareArguments | None = None,
+    approval: Approval = "never",
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Build a :class:`Tool` from an annotated ``async def`` function.
 
@@ -93,7 +95,8 @@ def tool(
 
     The function is called with the validated arguments converted to the annotated
     types, and returns ``str`` or :class:`ToolOutput`. ``label``, ``timeout``,
-    ``execution_mode`` and ``prepare_arguments`` are passed to :class:`Tool`.
+    ``execution_mode``, ``prepare_arguments`` and ``approval`` are passed to
+    :class:`Tool`.
 
     A return annotation that is an attrs class, a dataclass or a ``TypedDict`` gives the
     tool an ``output_schema`` (that type's JSON Schema). The function then returns an
@@ -115,6 +118,7 @@ def tool(
             timeout=timeout,
             execution_mode=execution_mode,
             prepare_arguments=prepare_arguments,
+            approval=approval,
         )
 
     if fn is None:
@@ -131,6 +135,7 @@ def _build(
     timeout: float | None,
     execution_mode: Literal["parallel", "sequential"],
     prepare_arguments: PrepareArguments | None,
+    approval: Approval = "never",
 ) -> Tool:
     where = getattr(fn, "__qualname__", repr(fn))
     if not inspect.iscoroutinefunction(fn):
@@ -222,6 +227,7 @@ def _build(
         prepare_arguments=prepare_arguments,
         timeout=timeout,
         output_schema=output_schema,
+        approval=approval,
     )
     built.append(result)
     compile_parameters(result)

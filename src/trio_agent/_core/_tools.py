@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
 from ._messages import Image, Text, ToolCall
 from ._validators import one_of, seconds
 
-__all__ = ["MAX_RESULT_CHARS", "Tool", "ToolContext", "ToolOutput"]
+__all__ = ["MAX_RESULT_CHARS", "Approval", "Tool", "ToolContext", "ToolOutput", "needs_approval"]
 
 MAX_RESULT_CHARS = 50_000
 """How many characters of a tool's output its result keeps by default: the ``bash``
@@ -86,6 +86,34 @@ class ToolContext:
 Execute = Callable[[ToolCall, Mapping[str, Any], ToolContext], Awaitable["ToolOutput | str"]]
 
 
+Approval: TypeAlias = Literal["never", "always"] | Callable[[Mapping[str, Any]], bool | str | None]
+"""``Tool.approval``: whether a call waits for a decision before it runs. A callable is
+given the call's validated arguments and returns True (or a non-empty ``str``: the
+reason shown to whoever decides) to make the call wait, False or None to let it run."""
+
+
+def _check_approval(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value not in ("never", "always") and not callable(value):
+        raise ValueError(
+            f"Tool.approval must be 'never', 'always' or a callable of the arguments, not {value!r}"
+        )
+
+
+def needs_approval(tool: Tool, args: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """Whether a call of ``tool`` with the validated ``args`` waits for a decision, and
+    the reason to show. Raises what the ``approval`` callable raises."""
+    approval = tool.approval
+    if approval == "never":
+        return False, None
+    if approval == "always":
+        return True, None
+    assert callable(approval)
+    answer = approval(args)
+    if isinstance(answer, str):
+        return bool(answer), answer or None
+    return bool(answer), None
+
+
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -143,6 +171,11 @@ class Tool:
             with its path (``  - items/2/price: ...``); one without structured content
             is not checked. A schema that is not valid JSON Schema makes every
             successful result with structured content an error saying so.
+        approval: ``"always"``: every call waits for a decision before it runs (asked
+            of ``LoopConfig.approver`` if set, else deferred: the run ends ``deferred``
+            and ``resume`` answers it); a callable decides per call from the validated
+            arguments (True or a non-empty ``str``, the reason shown, makes the call
+            wait); ``"never"`` (default): calls run.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -158,6 +191,7 @@ class Tool:
     )
     timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
     output_schema: Mapping[str, Any] | None = attrs.field(default=None, validator=_check_output)
+    approval: Approval = attrs.field(default="never", validator=_check_approval, repr=False)
 
 
 def as_tools(tools: object, where: str) -> tuple[Tool, ...]:

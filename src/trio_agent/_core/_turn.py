@@ -101,6 +101,17 @@
 # mode (its result message right after its ToolExecutionEnd, as in pi), or all of
 # them in declaration order once the batch is over in parallel mode (``settle`` and
 # ``end_batch``). The batch reports each settled call and never appends.
+#
+# Deferral: a call that waits for a decision (its tool's ``approval``, or
+# ``before_tool_call`` returned ``Defer``) gets no result. When the batch is over,
+# ``end_batch`` appends the results of the calls declared before the first waiting one,
+# holds back the rest (``Deferral.held``), and the turn's decision becomes DEFERRED: the
+# run ends ``deferred`` with no further request, and close() leaves the waiting and held
+# calls without a result (a run ended otherwise gives the held results back and skips
+# the waiting calls). A resumed run (``plan``) goes from ``start`` to ``resume``:
+# ``resume_turn`` reopens the deferred reply's turn, one batch answers every waiting and
+# held call in declaration order, and the loop goes on from ``after_turn`` — so every
+# waiting call is answered before the resumed run's first request.
 
 """The turn machine: every rule that decides where a run goes, sans-IO (see the
 theory of operation in the comment above)."""
@@ -113,9 +124,11 @@ from typing import TYPE_CHECKING, Final, Literal, NamedTuple, Protocol, TypeAlia
 from . import _events as ev
 from ._call_ids import CallIds
 from ._config import NextTurn, TurnContext, trusted_context
+from ._deferral import Deferral, DeferredCall
 from ._events import AgentRunResult
 from ._messages import NO_USAGE, AssistantMessage, CustomMessage, make_result, sum_usage
 from ._model import ModelRequest, ToolSpec
+from ._resumption import DECISIONS, DEFERRAL, deferral_data
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -123,6 +136,7 @@ if TYPE_CHECKING:
     from ._config import Context, LoopConfig, MaybeAwaitable, Messages
     from ._messages import Message, StopReason, ToolCall, ToolResultMessage, Usage
     from ._model import Model, ModelOptions
+    from ._resumption import ResumePlan
     from ._tools import Tool
 
     PollHook: TypeAlias = Callable[[], MaybeAwaitable[Messages]] | None
@@ -158,6 +172,7 @@ Ask = Literal[
     "should_stop",
     "poll_follow_up",
     "end",
+    "resume",
 ]
 """What the driver is asked to do next (see the FLOW table): ``start`` emit
 ``AgentStart``; ``check_abort`` take a checkpoint (cancelling first if an abort waits);
@@ -166,7 +181,9 @@ Ask = Literal[
 hand its answer back; ``turn`` run one turn (open it, call ``prepare_request`` and
 hand its answer to :meth:`TurnMachine.apply_next_turn`, shape and send the request,
 stream the reply, run or skip its calls, end it); ``end_cut_turn`` finish the turn an
-interrupt cut short; ``end`` close the run with :attr:`TurnMachine.ending`."""
+interrupt cut short; ``end`` close the run with :attr:`TurnMachine.ending`; ``resume``
+(a resumed run, right after ``start``) answer the deferred reply's calls
+(:meth:`TurnMachine.resume_turn`, then finish that turn)."""
 
 Position = Literal[
     "begin",
@@ -185,6 +202,7 @@ Position = Literal[
     "follow_up",
     "after_follow_up",
     "end",
+    "resume",
 ]
 
 FLOW: Final[dict[Position, tuple[Ask, Position]]] = {
@@ -199,6 +217,7 @@ FLOW: Final[dict[Position, tuple[Ask, Position]]] = {
     "stop_hook": ("should_stop", "turn_poll"),
     "turn_poll": ("poll_steering", "inner_loop"),
     "follow_up": ("poll_follow_up", "after_follow_up"),
+    "resume": ("resume", "after_turn"),
 }
 """The loop's fixed steps: position -> (what the driver does, the position after)."""
 
@@ -309,6 +328,10 @@ LENGTH_CONTINUED: Final = Decision(
 INTERRUPTED: Final = Decision("skip", skip_why="interrupted by user")
 """An interrupted reply: kept (stop reason ``aborted``), each distinct call skipped,
 and the run goes on — the steering poll delivers what interrupted it."""
+
+DEFERRED: Final = Decision("none", end="deferred")
+"""What a turn comes to when calls of its batch were deferred (the batch's other calls
+ran): the run ends ``deferred``, with no further request."""
 
 TERMINATED: Final = Decision("execute")
 """What a turn comes to when its calls ran and every result set ``terminate``: no
@@ -463,6 +486,11 @@ class BatchEnd(NamedTuple):
     stats: ev.TurnStats
     terminate: bool
     """Every result set ``terminate`` (and there was at least one)."""
+    deferred: tuple[DeferredCall, ...] = ()
+    """The calls that wait for a decision (kept only when the batch ran to its end)."""
+    split: int = 0
+    """How many of ``results`` belong to calls declared before the first deferred call
+    (all of them when none was deferred): the rest are held back while calls wait."""
 
 
 class BatchRun(Protocol):
@@ -471,9 +499,15 @@ class BatchRun(Protocol):
     @property
     def sequential(self) -> bool: ...
 
-    def close(self, outcome: ev.ToolOutcome, text: str) -> BatchEnd:
+    @property
+    def deferring(self) -> bool:
+        """A call of the batch was deferred (the results of later calls are held)."""
+        ...
+
+    def close(self, outcome: ev.ToolOutcome, text: str, *, keep_deferred: bool = ...) -> BatchEnd:
         """Give every call without a result the result (``outcome``, ``text``), each
-        reported through ``settle``; hand over the rest."""
+        reported through ``settle``; hand over the rest. ``keep_deferred``: the deferred
+        calls keep waiting (no result)."""
         ...
 
 
@@ -551,6 +585,7 @@ class TurnMachine:
         "config",
         "context",
         "decision",
+        "deferral",
         "ending",
         "follow_up_poll",
         "interrupt",
@@ -562,6 +597,7 @@ class TurnMachine:
         "options",
         "pending",
         "phase",
+        "plan",
         "position",
         "result",
         "steering_poll",
@@ -589,6 +625,7 @@ class TurnMachine:
         polls: tuple[PollHook, PollHook],
         interruptible: bool = True,
         trusted_polls: bool = False,
+        plan: ResumePlan | None = None,
     ) -> None:
         self.config = config
         self.context = context
@@ -651,6 +688,10 @@ class TurnMachine:
         # checked or the usage is read (nothing per reply on the hot path).
         self.usage_so_far = NO_USAGE
         self.usage_counted = 0
+        # A resumed run: how it answers the deferred reply first (then None).
+        self.plan = plan
+        # The calls that wait, once a batch deferred some (the run then ends "deferred").
+        self.deferral: Deferral | None = None
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -675,6 +716,8 @@ class TurnMachine:
                         position = after
                         continue
                 self.position = after
+                if ask == "start" and self.plan is not None:
+                    self.position = "resume"  # a resumed run answers the deferred calls
                 self._checked = ask == "check_abort"
                 return ask
             # A branch: `after` is its way on, unless the state turns it.
@@ -748,6 +791,26 @@ class TurnMachine:
         self.turn_index += 1
         events: list[ev.AgentEvent] = [ev.TurnStart(index=index)] if self.listener.listening else []
         return self._append_pending(events)
+
+    def resume_turn(self) -> list[ev.AgentEvent]:
+        """between -> replied, in a resumed run: the deferred reply's turn goes on, its
+        calls without a result to be answered by a batch (the plan's). Returns its
+        ``TurnStart`` and, when new decisions were taken, the ``decisions`` marker (to be
+        on disk before an approved call runs)."""
+        plan = self.plan
+        assert plan is not None
+        assert self.phase == "between"
+        self.phase = "replied"
+        self.turn_message = plan.message
+        self.turn_results = []
+        self.turn_stats = ev.NO_STATS
+        self.decision = Decision("execute", plan.calls, continues=True)
+        index = self.turn_index
+        self.turn_index += 1
+        events: list[ev.AgentEvent] = [ev.TurnStart(index=index)]
+        if plan.record is not None:
+            events.append(ev.RecordMarker(kind=DECISIONS, data=plan.record))
+        return events
 
     def takes_steering_first(self) -> bool:
         """Whether the request about to be sent first takes the steering queue (an
@@ -845,7 +908,7 @@ class TurnMachine:
         nothing yet (see :meth:`end_batch`)."""
         batch = self.batch
         assert batch is not None
-        if batch.sequential:
+        if batch.sequential and not batch.deferring:
             return self._append(result)
         return _NO_EVENTS
 
@@ -857,6 +920,9 @@ class TurnMachine:
         assert batch is not None
         if self.lifecycle == "running" and self.interrupt == "cutting":
             end = batch.close(*INTERRUPTED_CALL)
+        elif self.lifecycle == "running" and batch.deferring:
+            # The batch ran to its end and deferred calls: they keep waiting.
+            end = batch.close("aborted", _ABORTED_PLAINLY, keep_deferred=True)
         else:
             reason = self.abort_reason
             end = batch.close(
@@ -865,12 +931,30 @@ class TurnMachine:
         if self.interrupt == "cutting":
             self.interrupt = "none"
         events = end.events
-        if not batch.sequential:
-            for result in end.results:
-                events.extend(self._append(result))
+        # Sequential mode appended each result as it settled, up to the first deferred
+        # call; parallel mode appends them now. While calls wait, the results after the
+        # first of them are held back (declaration order, once they are answered).
+        results = end.results
+        if end.deferred:
+            assert self.turn_message is not None
+            self.deferral = Deferral(
+                message=self.turn_message, calls=end.deferred, held=tuple(results[end.split :])
+            )
+            self.decision = DEFERRED
+            results = results[: end.split]
+            appended = [] if batch.sequential else results
+        elif batch.sequential:
+            # A deferral that an abort or interrupt ended held back the results from its
+            # first deferred call on: they enter now (the others entered as they settled).
+            appended = results[end.split :] if batch.deferring else []
+        else:
+            appended = results
+        for result in appended:
+            events.extend(self._append(result))
         self.batch = None
+        self.plan = None
         self.phase = "answered"
-        self.turn_results.extend(end.results)
+        self.turn_results.extend(results)
         self.turn_stats = end.stats
         if end.terminate:
             self.decision = TERMINATED  # no further request
@@ -965,6 +1049,23 @@ class TurnMachine:
                 why = f"the run was aborted ({self.abort_reason})"
             else:
                 why = "the run was aborted"
+            deferral = self.deferral
+            if deferral is not None and reason == "deferred":
+                answered.update(deferral.waiting_ids)  # they wait: no result
+            elif deferral is not None:
+                # Ended otherwise after its batch deferred calls: the held results enter
+                # (the calls ran) and the waiting calls are skipped, in declaration order.
+                self.deferral = None
+                held = {r.tool_call_id: r for r in deferral.held}
+                for call in self.turn_message.tool_calls:
+                    if call.id in answered:
+                        continue
+                    answered.add(call.id)
+                    if call.id in held:
+                        self.turn_results.append(held[call.id])
+                        events.extend(self._append(held[call.id]))
+                    else:
+                        self.turn_results.extend(self._skip((call,), why, events))
             unanswered: list[ToolCall] = []
             for call in self.turn_message.tool_calls:
                 if call.id not in answered:
@@ -996,7 +1097,10 @@ class TurnMachine:
             turns=tuple(self.turns),
             error_message=error_message,
             usage=self.usage,
+            deferral=self.deferral if reason == "deferred" else None,
         )
+        if reason == "deferred" and self.deferral is not None:
+            events.append(ev.RecordMarker(kind=DEFERRAL, data=deferral_data(self.deferral)))
         self.pending = []
         self.position = "end"
         events.append(ev.AgentEnd(reason=reason, messages=self.result.messages))

@@ -11,6 +11,7 @@ from ._delivery import EventDelivery
 from ._loop import AgentRun, open_agent_loop, run_agent_loop
 from ._observe import ObservedCall, ObservedStream, Probe
 from ._queues import MODES, Kind, MessageQueues, QueueMode
+from ._resume import DeferredSource, in_memory, plan_for, resume
 from ._runner import OnEvent, Runner
 from ._stream import StreamAccumulator
 from ._streams import EventHolds, MemoryStream, StreamOwner, StreamWrapper
@@ -19,6 +20,7 @@ __all__ = [
     "MODES",
     "NO_SCOPE",
     "AgentRun",
+    "DeferredSource",
     "EventDelivery",
     "EventHolds",
     "Kind",
@@ -33,7 +35,10 @@ __all__ = [
     "StreamAccumulator",
     "StreamOwner",
     "StreamWrapper",
+    "in_memory",
     "open_agent_loop",
+    "plan_for",
     "representative",
+    "resume",
     "run_agent_loop",
 ]

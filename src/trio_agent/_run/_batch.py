@@ -26,14 +26,20 @@ import trio
 from .._core import (
     AfterToolCallContext,
     AfterToolCallResult,
+    Approve,
     AssistantMessage,
     BatchEnd,
     BeforeToolCallContext,
     BeforeToolCallResult,
     Context,
+    Defer,
+    DeferredCall,
+    Deny,
     Image,
     InvalidArguments,
     LoopConfig,
+    Result,
+    ResumePlan,
     Text,
     Tool,
     ToolCall,
@@ -44,9 +50,11 @@ from .._core import (
     check_arguments,
     check_json,
     check_structured_content,
+    decided_result,
     hook_returned,
     make_result,
     maybe_await,
+    needs_approval,
     result_content,
     result_message,
     runs_sequentially,
@@ -71,6 +79,7 @@ class CallState(ToolContext):
 
     __slots__ = (
         "args",
+        "deferred",
         "end",
         "obs",
         "outcome",
@@ -96,6 +105,7 @@ class CallState(ToolContext):
         self.end = math.nan
         self.waited = 0.0
         self.obs: ObservedCall | None = None  # the call's observation, if observed
+        self.deferred: DeferredCall | None = None  # set when the call waits for a decision
 
     def end_event(self) -> ev.ToolExecutionEnd:
         assert self.result is not None
@@ -144,6 +154,7 @@ class Batch:
     __slots__ = (
         "_clock",
         "_ended_at",
+        "_gated",
         "_peak",
         "_running",
         "_settled",
@@ -152,7 +163,9 @@ class Batch:
         "_tools",
         "config",
         "context",
+        "deferring",
         "message",
+        "plan",
         "probe",
         "sequential",
         "states",
@@ -168,6 +181,7 @@ class Batch:
         sink: EventDelivery,
         settled: Settled,
         tools: ToolIndex,
+        plan: ResumePlan | None = None,
     ) -> None:
         self.message = message
         self.states = [CallState(c, sink) for c in calls]
@@ -185,6 +199,17 @@ class Batch:
         self._started_at = math.nan
         self._ended_at = math.nan
         self.probe: Probe | None = None  # set by the run when something observes it
+        # A resumed run's answers to the deferred calls (this batch is their batch).
+        self.plan = plan
+        # A call of the batch was deferred: the results of the calls after it are held
+        # back (the run keeps them until the waiting calls are answered).
+        self.deferring = False
+        # Some call may wait for a decision, or this batch answers deferred calls: every
+        # call is prepared in full (no quiet path).
+        by_name = self._tools
+        self._gated = plan is not None or any(
+            (t := by_name.get(c.name)) is not None and t.approval != "never" for c in calls
+        )
 
     # --- driving ---------------------------------------------------------------------
 
@@ -198,7 +223,7 @@ class Batch:
                     if await self._prepare(st):
                         await self._execute_now(st)
             else:
-                if self._sink.listening or self.config.before_tool_call is not None:
+                if self._sink.listening or self.config.before_tool_call is not None or self._gated:
                     runnable = [st for st in self.states if await self._prepare(st)]
                 else:
                     runnable = [st for st in self.states if self._prepare_quietly(st)]
@@ -219,10 +244,11 @@ class Batch:
         finally:
             self._ended_at = self._clock.current_time()
 
-    def close(self, outcome: ev.ToolOutcome, text: str) -> BatchEnd:
+    def close(self, outcome: ev.ToolOutcome, text: str, *, keep_deferred: bool = False) -> BatchEnd:
         """Give every call without a result the result ``text`` with ``outcome`` (the
         run says which: an interrupt's or an abort's), and hand over what the run takes
-        from the batch (one pass over the calls).
+        from the batch (one pass over the calls). With ``keep_deferred`` (the batch ran
+        to its end) a deferred call keeps waiting: no result, no end event.
 
         Each stopped call settles in turn: its ``ToolExecutionEnd``, then what the run
         made of its result (in sequential mode its result message: pi's order). In
@@ -233,7 +259,16 @@ class Batch:
         timings: list[ev.CallTiming] = []
         total = longest = waited = 0.0
         terminate = bool(self.states)
+        deferred: list[DeferredCall] = []
+        split = -1  # how many results come before the first deferred call
         for st in self.states:
+            if st.deferred is not None:
+                if split < 0:
+                    split = len(results)
+                if keep_deferred:
+                    deferred.append(st.deferred)
+                    terminate = False
+                    continue
             if not st.start_emitted:
                 st.start_emitted = True
                 events.append(st.start_event())
@@ -272,7 +307,9 @@ class Batch:
             waited_on_limit=waited,
             calls=tuple(timings),
         )
-        return BatchEnd(events, results, stats, terminate)
+        return BatchEnd(
+            events, results, stats, terminate, tuple(deferred), len(results) if split < 0 else split
+        )
 
     # --- one call ----------------------------------------------------------------------
 
@@ -324,11 +361,9 @@ class Batch:
         """Look the tool up, run ``prepare_arguments``, validate. Returns why the call
         cannot run, or None (``st.tool`` and ``st.args`` set)."""
         call = st.call
-        tool = self._tools.get(call.name)
+        tool = self._lookup(st)
         if tool is None:
-            names = ", ".join(sorted(self._tools)) or "(none)"
-            return f"Tool {call.name} not found. Available tools: {names}", "not_found"
-        st.tool = tool
+            return self._not_found(call), "not_found"
         args: Mapping[str, Any] = call.arguments
         if tool.prepare_arguments is not None:
             try:
@@ -340,6 +375,15 @@ class Batch:
         except InvalidArguments as exc:
             return exc.text, "invalid_arguments"
         return None
+
+    def _lookup(self, st: CallState) -> Tool | None:
+        """The call's tool (set as ``st.tool``), or None when no tool has its name."""
+        tool = st.tool = self._tools.get(st.call.name)
+        return tool
+
+    def _not_found(self, call: ToolCall) -> str:
+        names = ", ".join(sorted(self._tools)) or "(none)"
+        return f"Tool {call.name} not found. Available tools: {names}"
 
     def _prepare_quietly(self, st: CallState) -> bool:
         """:meth:`_prepare` when nothing listens and no ``before_tool_call`` hook is set:
@@ -356,6 +400,9 @@ class Batch:
 
         Returns whether the call may run; a call stopped here already has its result.
         """
+        plan = self.plan
+        if plan is not None:
+            return await self._prepare_answered(st, plan)
         self._start(st)
         if self._sink.listening:
             await self._sink.emit(st.start_event())
@@ -367,22 +414,23 @@ class Batch:
             tool = st.tool
             assert tool is not None
             try:
-                decision = hook_returned(
-                    "it",
-                    await maybe_await(
-                        before(
-                            BeforeToolCallContext(
-                                assistant_message=self.message,
-                                tool_call=st.call,
-                                args=st.args,
-                                context=self.context,
-                            )
+                said = await maybe_await(
+                    before(
+                        BeforeToolCallContext(
+                            assistant_message=self.message,
+                            tool_call=st.call,
+                            args=st.args,
+                            context=self.context,
                         )
-                    ),
-                    BeforeToolCallResult,
+                    )
+                )
+                decision = (
+                    None if type(said) is Defer else hook_returned("it", said, BeforeToolCallResult)
                 )
             except Exception as exc:
                 return await self._fail(st, f"before_tool_call failed: {_describe(exc)}", "error")
+            if type(said) is Defer:
+                return await self._wait(st, said.reason)
             if decision is not None:
                 if decision.block:
                     return await self._fail(
@@ -396,6 +444,92 @@ class Batch:
                         st.args = check_arguments(tool, decision.args)
                     except InvalidArguments as exc:
                         return await self._fail(st, exc.text, "invalid_arguments")
+        tool = st.tool
+        assert tool is not None
+        if tool.approval != "never":
+            try:
+                wait, reason = needs_approval(tool, st.args)
+            except Exception as exc:
+                return await self._fail(st, f"Tool.approval failed: {_describe(exc)}", "error")
+            if wait:
+                return await self._wait(st, reason)
+        return True
+
+    async def _wait(self, st: CallState, reason: str | None) -> bool:
+        """The call waits for a decision: the ``approver`` is asked (within
+        ``approval_timeout``); without an answer the call is deferred (no result; the
+        run ends ``deferred`` once the batch is over). Returns whether it runs now."""
+        call = st.call
+        waiting = DeferredCall(id=call.id, name=call.name, arguments=st.args, reason=reason)
+        approver = self.config.approver
+        answer: object = None
+        if approver is not None:
+            limit = self.config.approval_timeout
+            try:
+                with trio.move_on_after(math.inf if limit is None else limit):
+                    answer = await approver(waiting)
+            except Exception as exc:
+                return await self._fail(st, f"approver failed: {_describe(exc)}", "error")
+            if answer is not None and not isinstance(answer, Approve | Deny | Result):
+                return await self._fail(
+                    st,
+                    f"approver failed: it returned {type(answer).__name__}, not Approve, Deny, "
+                    "Result or None",
+                    "error",
+                )
+        if answer is None:
+            st.deferred = waiting
+            self.deferring = True
+            if st.obs is not None:
+                # The observation ends here (no result: the transcript gets none); the
+                # resumed run observes the call again if it runs.
+                text = "Tool call deferred: it waits for a decision."
+                st.obs.end(make_result(call, text, is_error=True), "skipped")
+            return False
+        assert isinstance(answer, Approve | Deny | Result)
+        return await self._decided(st, answer)
+
+    async def _decided(self, st: CallState, answer: Approve | Deny | Result) -> bool:
+        """Apply a decision: an approved call runs (with its edited arguments validated
+        again); a denied or given one settles with its result. Returns whether it runs."""
+        if isinstance(answer, Approve):
+            if answer.arguments is not None:
+                tool = st.tool
+                assert tool is not None
+                try:
+                    st.args = check_arguments(tool, answer.arguments)
+                except InvalidArguments as exc:
+                    return await self._fail(st, exc.text, "invalid_arguments")
+            return True
+        try:
+            result, outcome = decided_result(st.call, answer)
+        except TypeError as exc:
+            return await self._fail(st, f"approver failed: {exc}", "error")
+        await self._settle(st, result, outcome)
+        return False
+
+    async def _prepare_answered(self, st: CallState, plan: ResumePlan) -> bool:
+        """Prepare a call of a resumed run's answering batch: one with its result
+        decided already (held back, denied, given) settles with it; an approved one is
+        looked up and its arguments validated again, and runs (no ``before_tool_call``,
+        no approval: it was approved)."""
+        call = st.call
+        st.start_emitted = True
+        if self._sink.listening:
+            await self._sink.emit(st.start_event())
+        preset = plan.presets.get(call.id)
+        if preset is not None:
+            await self._settle(st, *preset)
+            return False
+        if self.probe is not None:
+            st.obs = self.probe.tool_call(call)
+        tool = self._lookup(st)
+        if tool is None:
+            return await self._fail(st, self._not_found(call), "not_found")
+        try:
+            st.args = check_arguments(tool, plan.approved[call.id])
+        except InvalidArguments as exc:
+            return await self._fail(st, exc.text, "invalid_arguments")
         return True
 
     async def _execute(self, st: CallState, limiter: trio.CapacityLimiter) -> None:

@@ -77,6 +77,7 @@ if TYPE_CHECKING:
         Message,
         Messages,
         Model,
+        ResumePlan,
         Usage,
     )
 
@@ -105,6 +106,7 @@ class Runner:
         controlled: bool = True,
         polls: tuple[PollHook, PollHook] | None = None,
         delivery: EventDelivery | None = None,
+        plan: ResumePlan | None = None,
     ) -> None:
         # The inputs were checked where they entered (``_core._inputs``): trusted here.
         # Only a channel's consumer can go away; the callback is dropped when the run
@@ -130,6 +132,7 @@ class Runner:
             interruptible=controlled,
             # The Agent's polls hand out messages its queues took checked.
             trusted_polls=polls is not None,
+            plan=plan,
         )
         # A run that another task may abort or interrupt (through open_agent_loop's
         # handle, or the Agent) has a cancel scope of its own. A run nobody can reach
@@ -334,6 +337,11 @@ class Runner:
                 if sink.listening:
                     await sink.emit(ev.AgentStart())
             elif ask == "end_cut_turn":
+                await self._finish_turn()
+            elif ask == "resume":
+                # A resumed run answers the deferred calls first: the decisions marker
+                # goes out (and is written) before any approved call runs.
+                await sink.emit(*m.resume_turn())
                 await self._finish_turn()
             else:
                 assert ask == "end", ask
@@ -547,6 +555,7 @@ class Runner:
             sink=self.sink,
             settled=m.settle,
             tools=m.tools,
+            plan=m.plan,
         )
         batch.probe = self.probe
         if m.start_batch(batch):

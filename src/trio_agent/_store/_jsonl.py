@@ -60,6 +60,7 @@ from .._core import (
     json_text,
     message_to_json,
     to_jsonable,
+    waiting_in,
 )
 from .._core import events as ev
 from ._jsonl_file import (
@@ -188,6 +189,18 @@ class LoadedTranscript:
     version: int = VERSION
     torn_line: int | None = None
     torn_reason: str | None = None
+
+    @property
+    def waiting(self) -> frozenset[str]:
+        """The ids of the calls that wait for a decision: the transcript ends in a
+        deferral (its ``deferral`` marker names them) and they have no result yet. Pass
+        them to ``check_transcript(..., waiting=...)`` and ``repair(..., waiting=...)``:
+        such a transcript waits, it is not broken; ``resume`` answers them.
+
+        Raises:
+            TranscriptFormatError: the deferral marker is malformed.
+        """
+        return waiting_in(self.messages, self.markers)
 
     def markers_of(self, kind: str) -> tuple[Marker, ...]:
         """The markers of one kind, in file order."""
@@ -515,10 +528,11 @@ class JsonlTranscript:
 
     # Not a checkpoint for events it ignores: a run calls its sink for every streamed delta.
     async def write_event(self, event: ev.AgentEvent) -> None:  # noqa: ASYNC910
-        """Record ``event``: a ``MessageEnd`` becomes one line; other events are ignored
-        (except ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode), or with
-        ``timings`` noted, and written as timing marker lines with a reply and at the
-        end of a turn that ran calls.
+        """Record ``event``: a ``MessageEnd`` becomes one line, a ``RecordMarker`` one
+        marker line (fsynced unless ``fsync=False``); other events are ignored (except
+        ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode), or with ``timings``
+        noted, and written as timing marker lines with a reply and at the end of a turn
+        that ran calls.
 
         A checkpoint only when it writes or syncs: every other event returns at once, so
         that streaming deltas through the sink costs nothing. A run passes events one at
@@ -547,12 +561,14 @@ class JsonlTranscript:
                 timing = timer.reply_ended(event.message)
                 if timing is not None:
                     line += _marker_line(TIMINGS, timing)
-            # A run counts a sink call as delivered even when a cancel interrupts it (it
-            # never makes it again), so the line is written whatever: a cancel takes
-            # effect once it is.
-            with trio.CancelScope(shield=True):
-                await self._write_bytes(line, sync=self.fsync is True)
-            await trio.lowlevel.checkpoint_if_cancelled()
+            await self._write_whatever(line, sync=self.fsync is True)
+            return
+        if kind is ev.RecordMarker:
+            assert isinstance(event, ev.RecordMarker)
+            # What a resume relies on (a deferral; the decisions, on disk before an
+            # approved call runs): written and synced (unless fsync=False) at once.
+            line = _marker_line(event.kind, event.data)
+            await self._write_whatever(line, sync=self.fsync is not False)
             return
         ending = kind is ev.TurnEnd or kind is ev.AgentEnd
         if timer is not None:
@@ -562,11 +578,8 @@ class JsonlTranscript:
                 stats = event.stats if isinstance(event, ev.TurnEnd) else None
                 timing = timer.batch_ended(stats)
                 if timing is not None:
-                    with trio.CancelScope(shield=True):
-                        await self._write_bytes(
-                            _marker_line(TIMINGS, timing), sync=self.fsync is not False
-                        )
-                    await trio.lowlevel.checkpoint_if_cancelled()
+                    line = _marker_line(TIMINGS, timing)
+                    await self._write_whatever(line, sync=self.fsync is not False)
                     return
         if self.fsync == "turn" and ending:
             await self._write((), sync=True)
@@ -591,9 +604,14 @@ class JsonlTranscript:
         """
         if self._state != "open":
             self._raise_not_open()
-        line = _marker_line(kind, data)
+        await self._write_whatever(_marker_line(kind, data), sync=self.fsync is True)
+
+    async def _write_whatever(self, line: bytes, *, sync: bool) -> None:
+        # A run counts a sink call as delivered even when a cancel interrupts it (it never
+        # makes it again), so the line is written whatever: a cancel takes effect once it
+        # is.
         with trio.CancelScope(shield=True):
-            await self._write_bytes(line, sync=self.fsync is True)
+            await self._write_bytes(line, sync=sync)
         await trio.lowlevel.checkpoint_if_cancelled()
 
     async def _write(self, messages: tuple[Message, ...], *, sync: bool) -> None:

@@ -35,6 +35,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "fleet": ("trio_agent.cli.fleet", "run a JSONL file of tasks to completion, resumably"),
     "report": ("trio_agent.cli.report", "write a self-contained HTML report of transcripts"),
+    "resume": (
+        "trio_agent.cli.resume",
+        "answer the tool calls a run left waiting for approval, and go on",
+    ),
 }
 
 

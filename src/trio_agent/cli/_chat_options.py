@@ -243,6 +243,17 @@ def _resume(path: Path) -> ChatTranscript:
         raise ValueError(f"--resume: cannot continue {path}: {exc}") from None
     except OSError as exc:
         raise ValueError(f"--resume: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        waiting = loaded.waiting
+    except TranscriptFormatError as exc:
+        raise ValueError(f"--resume: cannot continue {path}: {exc}") from None
+    if waiting:
+        # A chat prompt after them would leave them unanswered: they are answered first.
+        raise ValueError(
+            f"--resume: {path} ends with {len(waiting)} call(s) waiting for a decision "
+            f"({', '.join(sorted(waiting))}): answer them first with 'trio-agent resume "
+            f"{path} --approve ID --deny ID'"
+        )
     history = repair(loaded.messages)
     problems = transcript_violations(history)
     if problems:

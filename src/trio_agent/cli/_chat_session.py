@@ -20,8 +20,11 @@ import trio
 from .._agent import Agent, open_agent
 from .._core import (
     AgentRunError,
+    Approve,
     BeforeToolCallContext,
     BeforeToolCallResult,
+    DeferredCall,
+    Deny,
     LoopConfig,
     Message,
     UserMessage,
@@ -33,7 +36,7 @@ from ._render import LiveView, Output, describe_call, wants_color
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection, Sequence
 
-    from .._core import Model, Tool
+    from .._core import Approver, CallDecision, Model, Tool
     from .._store import JsonlTranscript
 
 __all__ = ["CONFIRMED_TOOLS", "EXIT_WORDS", "approval_hook", "read_stdin", "run_chat"]
@@ -80,49 +83,40 @@ async def _display(
                 view.line(view.s.dim(f"  (the run ended: {event.reason})"))
 
 
-def _approval(
-    session: _Session,
-    view: LiveView,
-    confirm: Collection[str],
-    can_ask: bool,
-    then: Any,
-    command: str = "trio-agent chat",
-) -> Any:
-    """A ``before_tool_call`` hook: a call of a tool in ``confirm`` runs only after the
-    user types ``y`` (the next line read); any other answer blocks it. Without
-    ``can_ask`` such calls are blocked at once (the reason names ``command``). One
-    question at a time; an abort while waiting cancels the question with the run.
-    ``then`` (another hook) runs after."""
+def _approver(
+    session: _Session, view: LiveView, can_ask: bool, command: str = "trio-agent chat"
+) -> Approver:
+    """The y/N prompt as a ``LoopConfig.approver``: a call that waits for a decision
+    runs only after the user types ``y`` (the next line read); any other answer denies
+    it. Without ``can_ask`` such calls are denied at once (the reason names
+    ``command``). One question at a time; an abort while waiting cancels the question
+    with the run (the call gets an ``aborted`` result)."""
     lock = trio.Lock()
 
-    async def before(ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
-        name = ctx.tool_call.name
-        if name in confirm:
-            label = describe_call(name, ctx.args)
-            if not can_ask:
-                view.line(view.s.red(f"  refused (no terminal to ask, no --yes): {label}"))
-                return BeforeToolCallResult(
-                    block=True,
-                    reason=f"{name} needs the user's approval, and there is no terminal to "
-                    f"ask on: run {command} from a terminal, or with --yes",
-                )
-            async with lock:
-                answer = await _ask(session, view, label)
-            if answer is None:
-                view.line(view.s.red(f"  refused (no answer: the input ended): {label}"))
-                return BeforeToolCallResult(
-                    block=True, reason="the user left before answering whether to allow it"
-                )
-            if answer not in YES:
-                return BeforeToolCallResult(block=True, reason="the user declined this call")
-        if then is None:
-            return None
-        result = then(ctx)
-        if hasattr(result, "__await__"):
-            result = await result
-        return result  # type: ignore[no-any-return]
+    async def approver(waiting: DeferredCall) -> CallDecision:
+        name = waiting.name
+        label = describe_call(name, waiting.arguments)
+        if not can_ask:
+            view.line(view.s.red(f"  refused (no terminal to ask, no --yes): {label}"))
+            return Deny(
+                f"{name} needs the user's approval, and there is no terminal to ask on: "
+                f"run {command} from a terminal, or with --yes"
+            )
+        async with lock:
+            answer = await _ask(session, view, label)
+        if answer is None:
+            view.line(view.s.red(f"  refused (no answer: the input ended): {label}"))
+            return Deny("the user left before answering whether to allow it")
+        if answer not in YES:
+            return Deny("the user declined this call")
+        return Approve()
 
-    return before
+    return approver
+
+
+def _asking(tools: Sequence[Tool], confirm: Collection[str]) -> tuple[Tool, ...]:
+    """``tools``, those named in ``confirm`` made to wait for approval."""
+    return tuple(attrs.evolve(t, approval="always") if t.name in confirm else t for t in tools)
 
 
 async def _ask(session: _Session, view: LiveView, label: str) -> str | None:
@@ -170,7 +164,19 @@ def approval_hook(
             return False  # answered already: this line came after the answer
         return True
 
-    return _approval(session, view, confirm, can_ask, None, command), answer
+    approver = _approver(session, view, can_ask, command)
+
+    async def before(ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
+        # The approver, where a before_tool_call hook is what the command takes.
+        if ctx.tool_call.name not in confirm:
+            return None
+        call = ctx.tool_call
+        decision = await approver(DeferredCall(id=call.id, name=call.name, arguments=ctx.args))
+        if isinstance(decision, Deny):
+            return BeforeToolCallResult(block=True, reason=decision.reason)
+        return None
+
+    return before, answer
 
 
 async def _on_interrupt(
@@ -324,9 +330,10 @@ async def run_chat(
     )
     s = view.s
     if confirm:
+        # The tools that change things wait for approval; the prompt is the approver.
         config = config if config is not None else LoopConfig()
-        hook = _approval(session, view, confirm, can_ask, config.before_tool_call)
-        config = attrs.evolve(config, before_tool_call=hook)
+        config = attrs.evolve(config, approver=_approver(session, view, can_ask))
+        tools = _asking(tools, confirm)
     if title:
         view.line(s.bold("trio-agent chat") + s.dim(f" · {title}"))
     view.line(s.dim(f"tools: {', '.join(t.name for t in tools) or 'none'}"))

@@ -91,18 +91,26 @@ def run(args: argparse.Namespace) -> int:
         problems += 1
         print(torn_notice(file, loaded.torn_line, loaded.torn_reason))
     messages = loaded.messages
+    try:
+        # Calls that wait for a decision (a deferred run): the transcript waits, it is
+        # not broken; `trio-agent resume` answers them.
+        waiting = loaded.waiting
+    except TranscriptFormatError as exc:
+        print(f"{file}: {exc}")
+        return 1
     if args.repair is not None:
-        repaired = repair(messages)
+        repaired = repair(messages, waiting=waiting)
         added = len(repaired) - len(messages)
         try:
-            write_transcript(args.repair, repaired)
+            # The marker lines stay where they were when nothing was inserted.
+            write_transcript(args.repair, repaired, markers=() if added else loaded.markers)
         except OSError as exc:
             print(f"{args.repair}: cannot write: {exc.strerror or exc}", file=sys.stderr)
             return 1
         except AgentUsageError as exc:  # a run still appends to it
             print(f"{args.repair}: cannot write: {exc}", file=sys.stderr)
             return 1
-        remaining = transcript_violations(repaired)
+        remaining = transcript_violations(repaired, waiting=waiting if not added else ())
         for v in remaining:
             print(describe(v, args.repair))
         print(
@@ -113,9 +121,14 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1 if remaining else 0
 
-    violations = transcript_violations(messages)
+    violations = transcript_violations(messages, waiting=waiting)
     for v in violations:
         print(describe(v, file))
+    if waiting:
+        print(
+            f"{file}: {len(waiting)} call(s) wait for a decision "
+            f"({', '.join(sorted(waiting))}): answer them with 'trio-agent resume {file}'"
+        )
     problems += len(violations)
     status = "ok" if not problems else f"{problems} problem{'s' if problems != 1 else ''}"
     print(f"{file}: {len(messages)} messages, {status}")

@@ -2,7 +2,10 @@
 
 Each task gets a transcript under ``OUT/transcripts/`` and a line in
 ``OUT/results.jsonl``; running the same command again skips finished tasks and resumes
-interrupted ones (``--retry-failed``: failed ones too). ``--demo`` runs 1,000 scripted
+interrupted ones (``--retry-failed``: failed ones too). A task whose run left calls
+waiting for approval is recorded ``deferred`` (the waiting call ids in its result
+line); ``--decisions FILE.jsonl`` answers them and resumes those tasks from their
+transcripts. ``--demo`` runs 1,000 scripted
 tasks offline (no key, no network). The factory module is imported with the current
 folder first on ``sys.path``, as ``python -m`` does; with ``--ray`` the actors append
 the same folder to theirs, and take a relative ``--out`` from it.
@@ -57,8 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "results.jsonl records a failed task (failed, error or timeout; from this run or "
         "an earlier one: rerun with --retry-failed), or the fleet could not go on (its "
         "storage failed, another fleet holds OUT); 2 bad usage (unreadable tasks, a bad "
-        "or unimportable factory); 130 interrupted by Ctrl-C (rerun the command to "
-        "resume)."
+        "or unimportable factory, decisions that do not answer a deferred task's waiting "
+        "calls exactly); 130 interrupted by Ctrl-C (rerun the command to resume). A "
+        "deferred task (calls wait for approval) is no failure: its results.jsonl line "
+        "lists the waiting calls under 'deferred', and --decisions FILE.jsonl, one "
+        '{"task": ID, "call": CALL_ID, "decision": "approve"|"deny"|"result"} per line '
+        '(with "reason" for deny, "content" for result), resumes it.'
     )
     parser.add_argument("tasks", metavar="TASKS.jsonl", nargs="?", help="the tasks file")
     parser.add_argument(
@@ -112,6 +119,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "from their transcripts where they exist; each gets a new line in results.jsonl",
     )
     parser.add_argument(
+        "--decisions",
+        metavar="FILE.jsonl",
+        help="answer the calls that deferred tasks wait for (one JSON object per line: "
+        "task, call, decision approve|deny|result, and reason or content) and resume "
+        "those tasks; checked before anything runs",
+    )
+    parser.add_argument(
         "--fsync",
         choices=sorted(FSYNC_MODES),
         default="turn",
@@ -151,7 +165,15 @@ def _usage(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..fleet import FleetError, RayBackend, demo_factory, demo_tasks, load_tasks, run_fleet
+    from ..fleet import (
+        FleetError,
+        RayBackend,
+        demo_factory,
+        demo_tasks,
+        load_decisions,
+        load_tasks,
+        run_fleet,
+    )
     from ..fleet._ray import import_ray
     from ..fleet._worker import resolve_factory
 
@@ -185,6 +207,12 @@ def run(args: argparse.Namespace) -> int:
         except (ImportError, ValueError) as exc:
             return _usage(f"bad --factory: {exc}")
         out = args.out
+    decisions = None
+    if args.decisions is not None:
+        try:
+            decisions = load_decisions(args.decisions)
+        except (OSError, ValueError) as exc:
+            return _usage(f"cannot read the decisions: {exc}")
     backend = None
     if args.ray is not None:
         try:
@@ -210,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
         task_timeout=timeout,
         retry_failed=args.retry_failed,
         timings=True,
+        decisions=decisions,
     )
     try:
         summary = trio.run(cancelled_by_ctrl_c, fleet)
@@ -227,6 +256,11 @@ def run(args: argparse.Namespace) -> int:
         f"{summary.usage.total:,} tokens; {summary.wall_time:.1f} s"
     )
     print(f"results: {summary.results_path}")
+    if summary.deferred:
+        print(
+            f"{summary.deferred:,} task(s) wait for decisions on their calls (reason "
+            "deferred in results.jsonl): answer them with --decisions FILE.jsonl"
+        )
     if summary.still_failed:
         print(
             f"trio-agent fleet: {summary.still_failed:,} task(s) recorded failed in "

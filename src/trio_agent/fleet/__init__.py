@@ -31,6 +31,7 @@ from ._task import FleetTask as FleetTask
 from ._task import StorageError as StorageError
 from ._task import TaskResult as TaskResult
 from ._task import TaskSetup as TaskSetup
+from ._task import load_decisions as load_decisions
 from ._task import load_tasks as load_tasks
 from ._task import task_from_json as task_from_json
 from ._worker import Job as Job
@@ -51,6 +52,7 @@ __all__ = [
     "TaskSetup",
     "demo_factory",
     "demo_tasks",
+    "load_decisions",
     "load_tasks",
     "run_fleet",
     "run_task",

@@ -29,12 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
-from trio_agent import AgentUsageError, Usage
+from trio_agent import AgentUsageError, TranscriptFormatError, Usage
 
-from .._store import FsyncMode, names, open_locked, write_all
+from .._run import plan_for
+from .._store import FsyncMode, load_transcript, names, open_locked, write_all
 from ._progress import Counters, show_progress
 from ._results import ResultsLog
 from ._task import (
+    Decisions,
     Factory,
     FleetError,
     FleetTask,
@@ -166,6 +168,8 @@ class FleetSummary:
         still_failed: tasks of this fleet whose last line in ``results.jsonl`` is a
             failure — recorded by this run or an earlier one; ``retry_failed=True``
             runs them again. ``trio-agent fleet`` exits 1 while it is not 0.
+        deferred: tasks of this fleet whose last line in ``results.jsonl`` is
+            ``deferred``: their calls wait for decisions (``decisions=``).
     """
 
     out: Path
@@ -178,6 +182,7 @@ class FleetSummary:
     wall_time: float
     retried: int = 0
     still_failed: int = 0
+    deferred: int = 0
 
     @property
     def results_path(self) -> Path:
@@ -206,7 +211,13 @@ def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 class _Driver:
     def __init__(
-        self, log: ResultsLog, counters: Counters, transcripts: set[str], *, retry_failed: bool
+        self,
+        log: ResultsLog,
+        counters: Counters,
+        transcripts: set[str],
+        *,
+        retry_failed: bool,
+        decided: frozenset[str] = frozenset(),
     ) -> None:
         self.log = log
         self.transcripts = transcripts
@@ -215,6 +226,7 @@ class _Driver:
         self.seen: set[str] = set()
         self.retry_failed = retry_failed
         self.retrying: set[str] = set()  # recorded failed, handed out again, not back yet
+        self.decided = decided  # recorded deferred, with decisions: handed out again
         self.retried = 0
         self.on_result: Callable[[TaskResult], Any] | None = None
 
@@ -250,7 +262,8 @@ class _Driver:
                 raise ValueError(f"task {number}: id {task.id!r} appears twice in the tasks")
             self.seen.add(task.id)
             if task.id in done:
-                if not (self.retry_failed and task.id in self.log.failed):
+                answered = task.id in self.decided and task.id in self.log.deferred
+                if not answered and not (self.retry_failed and task.id in self.log.failed):
                     self.counters.skipped += 1
                     continue
                 self.retrying.add(task.id)
@@ -260,6 +273,28 @@ class _Driver:
         """Tasks of this fleet whose last line in results.jsonl is a failure."""
         seen = self.seen
         return sum(1 for task_id in self.log.failed if task_id in seen)
+
+
+def _check_decisions(out_dir: Path, log: ResultsLog, decisions: Decisions) -> None:
+    """Every problem with the fleet's decisions, before anything runs. Blocks (reads
+    the transcripts).
+
+    Raises:
+        ValueError: a task that does not wait for a decision, or decisions that do not
+            answer its waiting calls exactly; one line per problem.
+    """
+    problems: list[str] = []
+    for task_id, mine in decisions.items():
+        if task_id not in log.deferred:
+            problems.append(f"task {task_id!r}: its last result is not 'deferred': nothing waits")
+            continue
+        path = out_dir / transcript_relpath(task_id)
+        try:
+            plan_for(load_transcript(path), mine)
+        except (AgentUsageError, TypeError, TranscriptFormatError, OSError) as exc:
+            problems.append(f"task {task_id!r}: {exc}")
+    if problems:
+        raise ValueError("the decisions cannot be used: " + "; ".join(problems))
 
 
 def _lock_folder(out_dir: Path) -> int:
@@ -317,6 +352,7 @@ async def run_fleet(
     task_timeout: float | None = None,
     retry_failed: bool = False,
     timings: bool = False,
+    decisions: Decisions | None = None,
 ) -> FleetSummary:
     """Run every task to its end; results in ``out/results.jsonl``, one transcript each.
 
@@ -371,6 +407,14 @@ async def run_fleet(
         timings: each transcript records when each model request and tool call
             happened (``JsonlTranscript(..., timings=True)``): ``trio-agent report``
             draws them as timelines. ``trio-agent fleet`` turns it on.
+        decisions: per task id, the decisions (call id -> ``Approve()``,
+            ``Deny(reason)`` or ``Result(content)``) for the calls its run left waiting:
+            a task recorded ``deferred`` (its ``TaskResult.deferred`` lists the calls)
+            is resumed from its transcript with them, and gets a second line in
+            ``results.jsonl``. They are checked before anything runs: a task that does
+            not wait, or decisions that do not answer its waiting calls exactly, is a
+            ``ValueError``. A deferred task without decisions stays recorded
+            ``deferred``.
 
     Cancellation (Ctrl-C): running tasks are cancelled, each pairs its transcript with
     ``aborted`` results and closes it; results already handed to the driver are written
@@ -396,6 +440,7 @@ async def run_fleet(
         task_timeout=task_timeout,
         retry_failed=retry_failed,
         timings=timings,
+        decisions={k: dict(v) for k, v in (decisions or {}).items()},
     )
     if isinstance(tasks, str | os.PathLike):
         tasks = await trio.to_thread.run_sync(load_tasks, tasks)
@@ -417,8 +462,16 @@ async def run_fleet(
     lock, log, transcripts = await trio.to_thread.run_sync(prepare)
     try:
         with log:
+            if decisions:
+                await trio.to_thread.run_sync(_check_decisions, out_dir, log, decisions)
             counters = Counters()
-            driver = _Driver(log, counters, transcripts, retry_failed=retry_failed)
+            driver = _Driver(
+                log,
+                counters,
+                transcripts,
+                retry_failed=retry_failed,
+                decided=frozenset(decisions or ()),
+            )
             driver.on_result = on_result
             stream = progress_stream if progress_stream is not None else sys.stderr
             if progress is None:
@@ -447,4 +500,5 @@ async def run_fleet(
         wall_time=time.perf_counter() - started,
         retried=driver.retried,
         still_failed=driver.still_failed(),
+        deferred=sum(1 for task_id in log.deferred if task_id in driver.seen),
     )

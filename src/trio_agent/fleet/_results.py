@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._store import NO_HEADER, AppendFile, JsonLines
-from ._task import StorageError, TaskResult
+from ._task import DEFERRED, StorageError, TaskResult
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -37,9 +37,9 @@ def _not_a_result(where: str, line: int, reason: str) -> ValueError:
     )
 
 
-def _read(path: Path) -> tuple[set[str], set[str]]:
-    """The ids of the results in the file, and those whose last line is a failure (a
-    torn last line left out).
+def _read(path: Path) -> tuple[set[str], set[str], set[str]]:
+    """The ids of the results in the file, those whose last line is a failure, and
+    those whose last line is ``deferred`` (a torn last line left out).
 
     Raises:
         ValueError: a line that is not a result line (and not a torn last line).
@@ -47,11 +47,12 @@ def _read(path: Path) -> tuple[set[str], set[str]]:
     """
     results: set[str] = set()
     failed: set[str] = set()
+    deferred: set[str] = set()
     where = os.fspath(path)
     try:
         f = open(path, "rb")
     except FileNotFoundError:
-        return results, failed
+        return results, failed, deferred
     with f:
         for number, data in JsonLines(f, where, first_line=1, bad_line=_not_a_result):
             try:
@@ -63,19 +64,31 @@ def _read(path: Path) -> tuple[set[str], set[str]]:
                 failed.add(result.id)
             else:
                 failed.discard(result.id)
-    return results, failed
+            if result.reason == DEFERRED:
+                deferred.add(result.id)
+            else:
+                deferred.discard(result.id)
+    return results, failed, deferred
 
 
 class ResultsLog:
     """The results file of a fleet, opened for appending. Use :meth:`open`."""
 
-    def __init__(self, file: AppendFile, done: set[str], failed: set[str]) -> None:
+    def __init__(
+        self,
+        file: AppendFile,
+        done: set[str],
+        failed: set[str],
+        deferred: set[str] | None = None,
+    ) -> None:
         self.path = file.path
         self._file: AppendFile | None = file
         self.done = done
         """The ids of the tasks recorded in the file (read when opened, then added to)."""
         self.failed = failed
         """The ids whose last line in the file is a failure (see ``TaskResult.failed``)."""
+        self.deferred = set(deferred or ())
+        """The ids whose last line in the file is ``deferred`` (calls wait)."""
         self._pending: list[bytes] = []
         self._queued = 0  # lines handed to record() so far
         self._written = 0  # of those, lines on disk
@@ -91,9 +104,9 @@ class ResultsLog:
                 file is left as it is).
             OSError: the file cannot be opened.
         """
-        done, failed = _read(path)
+        done, failed, deferred = _read(path)
         file, _ = AppendFile.open(path, NO_HEADER, metadata=True)
-        return cls(file, done, failed)
+        return cls(file, done, failed, deferred)
 
     async def record(self, result: TaskResult) -> None:
         """Append ``result``'s line and fsync; returns once the line is on disk.
@@ -126,6 +139,10 @@ class ResultsLog:
             self.failed.add(result.id)
         else:
             self.failed.discard(result.id)
+        if result.reason == DEFERRED:
+            self.deferred.add(result.id)
+        else:
+            self.deferred.discard(result.id)
 
     def _write(self, data: bytes) -> None:
         file = self._file

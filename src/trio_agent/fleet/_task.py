@@ -23,24 +23,29 @@ from typing import Any, Final, TypeAlias
 import attrs
 
 from trio_agent import (
+    Approve,
+    Deny,
     LoopConfig,
     Message,
     Model,
+    Result,
     Tool,
     TranscriptFormatError,
     TrioAgentError,
     Usage,
     loads,
 )
-from trio_agent._core import parse_json
+from trio_agent._core import CallDecision, parse_json
 
 __all__ = [
+    "Decisions",
     "Factory",
     "FleetError",
     "FleetTask",
     "StorageError",
     "TaskResult",
     "TaskSetup",
+    "load_decisions",
     "load_tasks",
     "task_from_json",
     "transcript_relpath",
@@ -52,6 +57,8 @@ TIMEOUT: Final = "timeout"
 """The reason of a task that took longer than the fleet's ``task_timeout``."""
 RETRIED_REASONS: Final = frozenset({FAILED, "error", TIMEOUT})
 """The reasons that count as failed: the exit code says so, ``retry_failed`` reruns them."""
+DEFERRED: Final = "deferred"
+"""A task whose run ended with calls waiting for a decision (``--decisions``)."""
 
 
 class FleetError(TrioAgentError):
@@ -149,6 +156,9 @@ class TaskResult:
             (``failed``), what timed out (``timeout``), else None.
         transcript: the JSONL transcript's path, relative to the output folder.
         resumed: True when the run continued an interrupted transcript.
+        deferred: the ids of the calls that wait for a decision (reason ``deferred``):
+            answer them with ``run_fleet(..., decisions=...)`` (``trio-agent fleet
+            --decisions FILE.jsonl``).
     """
 
     id: str
@@ -159,6 +169,7 @@ class TaskResult:
     error: str | None
     transcript: str
     resumed: bool = False
+    deferred: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -177,6 +188,7 @@ class TaskResult:
             "error": self.error,
             "transcript": self.transcript,
             "resumed": self.resumed,
+            **({"deferred": list(self.deferred)} if self.deferred else {}),
         }
 
     @classmethod
@@ -195,6 +207,7 @@ class TaskResult:
             error=data["error"],
             transcript=data["transcript"],
             resumed=data.get("resumed", False),
+            deferred=tuple(data.get("deferred", ())),
         )
 
 
@@ -293,3 +306,64 @@ def load_tasks(path: str | os.PathLike[str]) -> list[FleetTask]:
             seen[task.id] = number
             tasks.append(task)
     return tasks
+
+
+Decisions: TypeAlias = Mapping[str, Mapping[str, CallDecision]]
+"""Per task id, the decisions for its waiting calls (call id -> decision)."""
+
+_DECISION_KINDS: Final = ("approve", "deny", "result")
+
+
+def load_decisions(path: str | os.PathLike[str]) -> dict[str, dict[str, CallDecision]]:
+    """Read a JSONL file of decisions for deferred fleet tasks. Blocks (file I/O).
+
+    One JSON object per line: ``{"task": ID, "call": CALL_ID, "decision": "approve"}``
+    (with ``"arguments": {...}`` to run it with edited arguments), ``"deny"`` (with
+    ``"reason": TEXT``), or ``"result"`` (with ``"content": TEXT`` and optionally
+    ``"is_error": true``). Blank lines are skipped.
+
+    Raises:
+        ValueError: a line that is not such an object, or a call decided twice; the
+            message names the line.
+        OSError: the file cannot be read.
+    """
+    out: dict[str, dict[str, CallDecision]] = {}
+    where = os.fspath(path)
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{where}:{number}: not JSON ({exc})") from None
+            if not isinstance(data, dict):
+                raise ValueError(f"{where}:{number}: expected a JSON object")
+            task, call, kind = data.get("task"), data.get("call"), data.get("decision")
+            if not isinstance(task, str) or not isinstance(call, str):
+                raise ValueError(f"{where}:{number}: 'task' and 'call' must be strings")
+            if kind not in _DECISION_KINDS:
+                raise ValueError(
+                    f"{where}:{number}: 'decision' must be one of {', '.join(_DECISION_KINDS)}"
+                )
+            decision: CallDecision
+            if kind == "approve":
+                args = data.get("arguments")
+                if args is not None and not isinstance(args, dict):
+                    raise ValueError(f"{where}:{number}: 'arguments' must be an object")
+                decision = Approve(args)
+            elif kind == "deny":
+                reason = data.get("reason")
+                if reason is not None and not isinstance(reason, str):
+                    raise ValueError(f"{where}:{number}: 'reason' must be a string")
+                decision = Deny(reason)
+            else:
+                content = data.get("content")
+                if not isinstance(content, str):
+                    raise ValueError(f"{where}:{number}: 'content' must be a string")
+                decision = Result(content, is_error=bool(data.get("is_error", False)))
+            calls = out.setdefault(task, {})
+            if call in calls:
+                raise ValueError(f"{where}:{number}: call {call!r} of task {task!r} decided twice")
+            calls[call] = decision
+    return out

@@ -12,6 +12,10 @@ alone. :func:`run_task` looks at the transcript first:
 - a token budget already spent (``max_input_tokens``, ``max_output_tokens``, judged as
   the loop judges it before a request, on the tokens of every reply already in the
   transcript): the same, with reason ``usage_limit``;
+- a transcript ending in a deferral (calls wait for a decision): with the fleet's
+  decisions for the task (``Job.decisions``), the run is resumed from the file
+  (``resume``: approved calls run once, then the loop goes on); without, the task is
+  recorded ``deferred`` again and nothing runs. Such a transcript is never repaired;
 - anything else: the run was interrupted. The transcript is read (a torn last line
   dropped), :func:`~trio_agent.repair` gives every unanswered call an ``aborted``
   result, the file is rewritten if that changed it, a ``CustomMessage`` of kind
@@ -67,15 +71,18 @@ from trio_agent import (
     UserMessage,
     load_transcript,
     repair,
+    resume,
     run_agent_loop,
     write_transcript,
 )
 
-from .._core import over_budget, seconds, sum_usage
+from .._core import open_deferral, over_budget, seconds, sum_usage
 from .._store import FsyncMode, Marker, carry_markers
 from ._task import (
+    DEFERRED,
     FAILED,
     TIMEOUT,
+    Decisions,
     Factory,
     FleetTask,
     StorageError,
@@ -170,6 +177,8 @@ class Job:
             recording that error again (the fleet runs failed tasks again).
         timings: the transcripts record when each request and call happened
             (``JsonlTranscript.timings``).
+        decisions: per task id, the decisions for the calls its run left waiting: such
+            a task is resumed (``resume``) instead of recorded ``deferred`` again.
     """
 
     factory: Factory | str
@@ -178,6 +187,7 @@ class Job:
     task_timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
     retry_failed: bool = False
     timings: bool = False
+    decisions: Decisions = attrs.field(factory=dict)
 
 
 _UNBEGUN = LoadedTranscript(messages=())
@@ -216,6 +226,7 @@ def _result(
     *,
     error: str | None = None,
     resumed: bool = False,
+    deferred: tuple[str, ...] = (),
 ) -> TaskResult:
     return TaskResult(
         id=task.id,
@@ -226,6 +237,7 @@ def _result(
         error=error,
         transcript=transcript_relpath(task.id),
         resumed=resumed,
+        deferred=deferred,
     )
 
 
@@ -317,6 +329,12 @@ async def run_task(
         if len(history) <= own:
             result = await _fresh(task, setup, config, job, path, existed=existed)
             return _ended(task, job, result, (), started, deadline=deadline)
+        assert loaded is not None
+        if open_deferral(loaded.messages, loaded.markers) is not None:
+            # Calls wait for a decision: answered by the fleet's decisions, or still
+            # waiting (recorded ``deferred`` again, nothing runs). Never repaired: the
+            # waiting calls must keep no result.
+            return await _answer(task, setup, config, job, path, loaded, started, deadline)
         repaired = repair(history)
         run_part = repaired[own:]
         steps = sum(1 for m in run_part if type(m) is AssistantMessage)
@@ -362,6 +380,46 @@ async def run_task(
         raise
     except Exception as exc:  # the user's factory, model or tools may raise anything
         return _failed(task, exc, started)
+
+
+async def _answer(
+    task: FleetTask,
+    setup: TaskSetup,
+    config: LoopConfig,
+    job: Job,
+    path: Path,
+    loaded: LoadedTranscript,
+    started: float,
+    deadline: float,
+) -> TaskResult:
+    """A task whose transcript ends in a deferral: resumed with the fleet's decisions
+    for it, else recorded ``deferred`` again from the transcript."""
+    run_part = loaded.messages[len(task.messages) :]
+    decisions = job.decisions.get(task.id)
+    if not decisions:
+        return _result(task, DEFERRED, run_part, started, deferred=_waiting(loaded))
+    steps = sum(1 for m in run_part if type(m) is AssistantMessage)
+    limited = _limits_left(config, run_part, steps)
+    if isinstance(limited, str):
+        return _result(task, limited, run_part, started)
+    async with _open_transcript(path, job) as transcript:
+        result = await resume(
+            loaded,
+            decisions,
+            model=setup.model,
+            tools=setup.tools,
+            system_prompt=setup.system_prompt,
+            config=limited,
+            on_event=transcript,
+        )
+    return _ended(task, job, result, run_part, started, deadline=deadline, resumed=True)
+
+
+def _waiting(loaded: LoadedTranscript) -> tuple[str, ...]:
+    found = open_deferral(loaded.messages, loaded.markers)
+    if found is None:
+        return ()
+    return tuple(c.id for c in found.deferral.calls if c.id not in found.answered)
 
 
 def _limits_left(
@@ -416,7 +474,13 @@ def _ended(
     if result.reason == TIMEOUT:
         return _timed_out(task, job, messages, started, deadline=deadline, resumed=resumed)
     return _result(
-        task, result.reason, messages, started, error=result.error_message, resumed=resumed
+        task,
+        result.reason,
+        messages,
+        started,
+        error=result.error_message,
+        resumed=resumed,
+        deferred=tuple(c.id for c in result.deferred),
     )
 
 

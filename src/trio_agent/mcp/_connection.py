@@ -25,6 +25,7 @@ tool never keeps the server's other tools from the model.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import math
 from collections.abc import Mapping
@@ -96,12 +97,16 @@ class McpConnection:
         prefix: the tool-name prefix in use (the server's, or ``open_mcp_tools``'s).
         allow: the allow filter in use.
         block: the block filter in use.
+        approval: name patterns (``fnmatch``: ``*``, ``?``, ``[...]``) of the tools
+            whose calls wait for approval (``Tool.approval="always"``), matched against
+            the server's name of the tool and the name the model calls it by.
     """
 
     server: McpServer
     prefix: str | None = None
     allow: frozenset[str] | None = None
     block: frozenset[str] | None = None
+    approval: tuple[str, ...] = ()
     _listing: tuple[McpTool, ...] = ()
     _tools: tuple[Tool, ...] = ()
     _version: int = 0
@@ -235,6 +240,7 @@ class McpConnection:
                     execute=functools.partial(self._execute, original),
                     label=t.title,
                     output_schema=t.output_schema,
+                    approval="always" if self._gated(original, name) else "never",
                 )
             except (TypeError, ValueError) as exc:
                 logger.warning(
@@ -243,6 +249,10 @@ class McpConnection:
                 continue
             tools.append(tool)
         return tuple(tools)
+
+    def _gated(self, *names: str) -> bool:
+        """Whether a tool known by ``names`` waits for approval (see ``approval``)."""
+        return any(fnmatch.fnmatchcase(n, p) for p in self.approval for n in names)
 
     # --- the host's side ---------------------------------------------------------------
 

@@ -76,6 +76,12 @@ class open_mcp_tools:
         prefix: a prefix for servers that set none.
         allow: a tool filter for servers that set none.
         block: a tool filter for servers that set none.
+        approval: name patterns (``fnmatch``: ``"delete_*"``, ``"git__push"``) of the
+            tools whose every call waits for approval (``Tool.approval="always"``: asked
+            of ``LoopConfig.approver``, else deferred until ``resume`` answers it), on
+            every server; matched against the server's name of the tool and the name
+            the model calls it by. A server's own annotations are not trusted for this:
+            name the tools here.
         close_timeout: seconds leaving may spend closing the connections gracefully.
 
     Raises:
@@ -91,6 +97,7 @@ class open_mcp_tools:
         prefix: str | None = None,
         allow: Sequence[str] | None = None,
         block: Sequence[str] | None = None,
+        approval: Sequence[str] = (),
         close_timeout: float = 5.0,
     ) -> None:
         if not servers:
@@ -99,6 +106,9 @@ class open_mcp_tools:
         self._specs = servers
         self._defaults = (prefix, _names(allow), _names(block))
         self._close_timeout = close_timeout
+        if isinstance(approval, str):
+            raise TypeError("approval takes a list of name patterns, not one str: wrap it")
+        self._approval = tuple(approval)
         self._nursery_cm: AbstractAsyncContextManager[trio.Nursery] | None = None
         self._nursery: trio.Nursery | None = None
         self._tools: McpTools | None = None
@@ -111,6 +121,7 @@ class open_mcp_tools:
                 prefix=spec.prefix if spec.prefix is not None else prefix,
                 allow=spec.allow if spec.allow is not None else allow,
                 block=spec.block if spec.block is not None else block,
+                approval=self._approval,
             )
             for spec in self._specs
         )

@@ -38,7 +38,7 @@ from .._core import events as ev
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._core import AgentRunResult, Context, ModelRequest
+    from .._core import AgentRunResult, Context, Deferral, ModelRequest
 
 __all__ = ["assert_run_invariants", "distinct_calls_view", "run_invariant_violations"]
 
@@ -56,6 +56,7 @@ def assert_run_invariants(
     requests_at_abort: int | None = None,
     context_swapped: bool = False,
     tool_execution: Literal["parallel", "sequential"] = "parallel",
+    resumed_from: Deferral | None = None,
 ) -> None:
     """Check the run invariants on one finished run; raise ``AssertionError`` if broken.
 
@@ -88,6 +89,14 @@ def assert_run_invariants(
             ``"sequential"``; then each call's result message must come right after its
             ``ToolExecutionEnd``, whatever result the call got (ran, blocked, aborted,
             interrupted or skipped).
+        resumed_from: for a run started by ``resume``, the deferral it answered (the
+            ``deferral`` of the run it resumed): its first turn is that reply's, with no
+            assistant message of its own, and ``context_before`` ends in that deferral.
+
+    A run that ended ``deferred`` waits: its ``result.deferral`` calls have a
+    ``ToolExecutionStart`` and neither an end nor a result, and the results it holds
+    back have their ``ToolExecutionEnd`` but no result message yet; the final transcript
+    is checked with them waiting (``check_transcript(..., waiting=...)``).
 
     Invariants: 1 pairing before every request and at the end; 2 exactly one
     ``AgentEnd``, last, and the ``MessageEnd`` events are ``result.messages``; 3 the
@@ -112,6 +121,7 @@ def assert_run_invariants(
         requests_at_abort=requests_at_abort,
         context_swapped=context_swapped,
         tool_execution=tool_execution,
+        resumed_from=resumed_from,
     )
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
@@ -132,14 +142,16 @@ def run_invariant_violations(
     requests_at_abort: int | None = None,
     context_swapped: bool = False,
     tool_execution: Literal["parallel", "sequential"] = "parallel",
+    resumed_from: Deferral | None = None,
 ) -> list[str]:
     """The breaches :func:`assert_run_invariants` would report, as readable lines."""
     out: list[str] = []
+    resumed = None if resumed_from is None else resumed_from.message
     _pairing(out, result, requests)
-    _event_stream(out, result, events)
+    _event_stream(out, result, events, resumed)
     _context(out, result, context_before, context, context_swapped)
-    _steps(out, result, events, requests, max_steps, requests_at_abort)
-    _call_events(out, events)
+    _steps(out, result, events, requests, max_steps, requests_at_abort, resumed is not None)
+    _call_events(out, events, resumed_from, result.deferral)
     sequential_tools = {
         t.name
         for c in (context_before, context)
@@ -147,7 +159,9 @@ def run_invariant_violations(
         for t in c.tools
         if t.execution_mode == "sequential"
     }
-    _sequential_order(out, events, tool_execution == "sequential", sequential_tools)
+    _sequential_order(
+        out, events, tool_execution == "sequential", sequential_tools, resumed, result.deferral
+    )
     _queues(out, result, events, prompts, polled)
     _round_trip(out, result)
     return out
@@ -184,14 +198,20 @@ def _pairing(out: list[str], result: AgentRunResult, requests: Sequence[ModelReq
     for i, request in enumerate(requests):
         for v in transcript_violations(distinct_calls_view(request.messages)):
             out.append(f"[1 pairing] request {i}: {v}")
-    for v in transcript_violations(distinct_calls_view(result.transcript)):
+    waiting = () if result.deferral is None else result.deferral.waiting_ids
+    for v in transcript_violations(distinct_calls_view(result.transcript), waiting=waiting):
         out.append(f"[1 pairing] final transcript: {v}")
 
 
 # --- 2: the event stream's shape --------------------------------------------------------
 
 
-def _event_stream(out: list[str], result: AgentRunResult, events: Sequence[ev.AgentEvent]) -> None:
+def _event_stream(
+    out: list[str],
+    result: AgentRunResult,
+    events: Sequence[ev.AgentEvent],
+    resumed: AssistantMessage | None = None,
+) -> None:
     tag = "[2 events]"
     if not events:
         out.append(f"{tag} no event at all")
@@ -242,8 +262,11 @@ def _event_stream(out: list[str], result: AgentRunResult, events: Sequence[ev.Ag
                 out.append(f"{tag} event {i}: TurnEnd without a TurnStart")
             if in_message is not None:
                 out.append(f"{tag} event {i}: TurnEnd while a message is open")
-            _turn_end(out, i, e, turn_messages)
+            first = resumed if turn_index == 1 else None
+            _turn_end(out, i, e, turn_messages, first)
             in_turn = False
+        elif isinstance(e, ev.RecordMarker):
+            pass  # for a transcript writer: anywhere
         elif isinstance(e, ev.AgentStart | ev.AgentEnd):
             if in_turn:
                 out.append(f"{tag} event {i}: {type(e).__name__} inside an open turn")
@@ -273,12 +296,21 @@ def _event_stream(out: list[str], result: AgentRunResult, events: Sequence[ev.Ag
         out.append(f"{tag} the last turn has no TurnEnd")
 
 
-def _turn_end(out: list[str], i: int, end: ev.TurnEnd, turn_messages: Sequence[Message]) -> None:
+def _turn_end(
+    out: list[str],
+    i: int,
+    end: ev.TurnEnd,
+    turn_messages: Sequence[Message],
+    resumed: AssistantMessage | None = None,
+) -> None:
     tag = "[2 events]"
     replies = [m for m in turn_messages if type(m) is AssistantMessage]
     if len(replies) > 1:
         out.append(f"{tag} event {i}: a turn with {len(replies)} assistant messages")
     reply = replies[-1] if replies else None
+    if reply is None and resumed is not None:  # a resumed run's first turn
+        reply = resumed
+        turn_messages = [resumed, *turn_messages]
     if end.message != reply:
         out.append(
             f"{tag} event {i}: TurnEnd.message is "
@@ -333,6 +365,7 @@ def _steps(
     requests: Sequence[ModelRequest],
     max_steps: int | None,
     requests_at_abort: int | None,
+    resumed: bool = False,
 ) -> None:
     tag = "[4 steps]"
     if result.steps != len(requests):
@@ -345,6 +378,7 @@ def _steps(
             f"(the model had {requests_at_abort} when the run was aborted)"
         )
     answered = sum(1 for e in events if type(e) is ev.TurnEnd and e.message is not None)
+    answered -= resumed and answered > 0  # a resumed run's first turn made no request
     if events and answered != result.steps:
         out.append(f"{tag} {answered} turns got a reply, but result.steps is {result.steps}")
     if result.reason == "max_steps" and max_steps is not None and result.steps != max_steps:
@@ -358,19 +392,26 @@ def _steps(
 
 
 _RAN: dict[str, bool] = {
-    "ok": True,
     "timed_out": True,
     "not_found": False,
     "invalid_arguments": False,
     "blocked": False,
 }
 """Whether a call that ended with this outcome ran its tool, so that its
-``ToolExecutionEnd`` has a ``duration`` (the other outcomes may come either way)."""
+``ToolExecutionEnd`` has a ``duration`` (the other outcomes may come either way: an
+``ok`` result may be one a decision gave, the tool never running)."""
 
 
-def _call_events(out: list[str], events: Sequence[ev.AgentEvent]) -> None:
+def _call_events(
+    out: list[str],
+    events: Sequence[ev.AgentEvent],
+    resumed_from: Deferral | None = None,
+    deferral: Deferral | None = None,
+) -> None:
     tag = "[5 call events]"
     reply: AssistantMessage | None = None
+    waiting = set() if deferral is None else {c.id for c in deferral.calls}
+    turns = 0
     state: dict[str, str] = {}  # call id -> "started" / "ended", for the current turn
     ends: dict[str, ev.ToolExecutionEnd] = {}
     result_started = False
@@ -381,6 +422,14 @@ def _call_events(out: list[str], events: Sequence[ev.AgentEvent]) -> None:
         if isinstance(e, ev.TurnStart):
             reply, state, ends, result_started = None, {}, {}, False
             started_late = set()
+            turns += 1
+            if turns == 1 and resumed_from is not None:
+                # A resumed run's first turn answers the deferred reply's waiting calls
+                # (the others were answered before it).
+                reply = resumed_from.message
+                state = {
+                    c.id: "ended" for c in reply.tool_calls if c.id not in resumed_from.waiting_ids
+                }
         elif isinstance(e, ev.MessageEnd) and type(e.message) is AssistantMessage:
             reply = e.message
         elif isinstance(e, ev.MessageStart) and type(e.message) is ToolResultMessage:
@@ -441,6 +490,8 @@ def _call_events(out: list[str], events: Sequence[ev.AgentEvent]) -> None:
                     out.append(f"{tag} event {i}: call {cid!r}: outcome {e.outcome!r} with {had}")
         elif isinstance(e, ev.TurnEnd) and reply is not None:
             for call in reply.tool_calls:
+                if call.id in waiting and state.get(call.id) == "started":
+                    continue  # deferred: it waits, with no end
                 if state.get(call.id) != "ended":
                     missing = "ToolExecutionStart" if call.id not in state else "ToolExecutionEnd"
                     out.append(f"{tag} call {call.id!r}: no {missing} before its turn ended")
@@ -448,15 +499,26 @@ def _call_events(out: list[str], events: Sequence[ev.AgentEvent]) -> None:
 
 
 def _sequential_order(
-    out: list[str], events: Sequence[ev.AgentEvent], always: bool, sequential_tools: set[str]
+    out: list[str],
+    events: Sequence[ev.AgentEvent],
+    always: bool,
+    sequential_tools: set[str],
+    resumed: AssistantMessage | None = None,
+    deferral: Deferral | None = None,
 ) -> None:
     """In sequential mode each call is finalized before the next starts: its result
-    message (``MessageStart``, ``MessageEnd``) right after its ``ToolExecutionEnd``."""
-    sequential = False
+    message (``MessageStart``, ``MessageEnd``) right after its ``ToolExecutionEnd``
+    (but for the results a deferral holds back)."""
+
+    def runs_sequentially(reply: AssistantMessage) -> bool:
+        return always or any(c.name in sequential_tools for c in reply.tool_calls)
+
+    held = set() if deferral is None else {r.tool_call_id for r in deferral.held}
+    sequential = resumed is not None and runs_sequentially(resumed)
     for i, e in enumerate(events):
         if isinstance(e, ev.MessageEnd) and type(e.message) is AssistantMessage:
-            sequential = always or any(c.name in sequential_tools for c in e.message.tool_calls)
-        elif sequential and isinstance(e, ev.ToolExecutionEnd):
+            sequential = runs_sequentially(e.message)
+        elif sequential and isinstance(e, ev.ToolExecutionEnd) and e.call_id not in held:
             after = events[i + 1 : i + 3]
             if [type(x) for x in after] != [ev.MessageStart, ev.MessageEnd] or any(
                 x.message != e.result  # type: ignore[union-attr]
