@@ -16,6 +16,7 @@ PUBLIC_MODULES = [
     "trio_agent.mcp",
     "trio_agent.fleet",
     "trio_agent.telemetry",
+    "trio_agent.context",
 ]
 
 

@@ -82,6 +82,7 @@ from ._core import CallObservation as CallObservation
 from ._core import CallTiming as CallTiming
 from ._core import ContentBlock as ContentBlock
 from ._core import Context as Context
+from ._core import ContextCompacted as ContextCompacted
 from ._core import CustomMessage as CustomMessage
 from ._core import Done as Done
 from ._core import EndReason as EndReason
@@ -166,6 +167,7 @@ __all__ = [
     "CallTiming",
     "ContentBlock",
     "Context",
+    "ContextCompacted",
     "CustomMessage",
     "Done",
     "EndReason",

@@ -43,6 +43,13 @@ from ._config import (
     maybe_await,
     trusted_context,
 )
+from ._context import (
+    CONTEXT_OVERFLOW,
+    ContextPolicy,
+    ContextRequest,
+    ContextView,
+    is_context_overflow,
+)
 from ._errors import (
     AgentBusyError,
     AgentRunError,
@@ -58,6 +65,7 @@ from ._events import (
     AgentStart,
     AssistantEvent,
     CallTiming,
+    ContextCompacted,
     Done,
     EndReason,
     Error,
@@ -167,6 +175,7 @@ from ._validators import as_history, describe_value, is_str, one_of, seconds
 
 __all__ = [
     "CALL",
+    "CONTEXT_OVERFLOW",
     "END_EVENTS",
     "MAX_JSON_DEPTH",
     "MAX_RESULT_CHARS",
@@ -199,6 +208,10 @@ __all__ = [
     "CallTiming",
     "ContentBlock",
     "Context",
+    "ContextCompacted",
+    "ContextPolicy",
+    "ContextRequest",
+    "ContextView",
     "CustomMessage",
     "Decision",
     "Done",
@@ -283,6 +296,7 @@ __all__ = [
     "from_jsonable",
     "hook_returned",
     "interrupted",
+    "is_context_overflow",
     "is_str",
     "join_surrogate_pairs",
     "json_text",

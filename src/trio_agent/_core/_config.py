@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 import attrs
 
+from ._context import ContextPolicy
 from ._messages import (
     AssistantMessage,
     Image,
@@ -228,6 +229,15 @@ class NextTurn:
 Messages: TypeAlias = Sequence[Message]
 
 
+def _check_policy(_config: object, _attribute: object, value: Any) -> None:
+    if value is not None and not isinstance(value, ContextPolicy):
+        raise TypeError(
+            "LoopConfig.context must be a context policy (an object with an async "
+            "compact() method, like trio_agent.context.KeepRecent), not "
+            f"{type(value).__name__}"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class LoopConfig:
     """How a run behaves. Every field is optional.
@@ -287,6 +297,14 @@ class LoopConfig:
             not sent to the model: use ``ModelOptions.max_tokens``).
         observer: told about the run, each model request and each tool call (e.g.
             ``trio_agent.telemetry.OpenTelemetry``); None observes nothing.
+        context: a context policy (``trio_agent.context``: ``KeepRecent``,
+            ``ElideToolOutputs``, ``Summarize``): it shapes the history each request
+            shows the model (before ``transform_context``), and reports each compaction
+            as a ``ContextCompacted`` event; the transcript itself is never changed.
+            When the provider refuses a request as too long for the context window, the
+            run asks the policy to compact harder and sends the request again (a new
+            turn); a second refusal in a row ends the run ``context_overflow``. Without
+            a policy the first refusal ends it so.
     """
 
     max_steps: int = attrs.field(default=32, validator=attrs.validators.ge(1))
@@ -321,6 +339,7 @@ class LoopConfig:
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )
     observer: Observer | None = None
+    context: ContextPolicy | None = attrs.field(default=None, validator=_check_policy)
 
 
 if not TYPE_CHECKING:  # resolve the forward references attrs keeps as strings

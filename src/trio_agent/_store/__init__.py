@@ -6,7 +6,15 @@ here (``from .._store import JsonlTranscript``), never from a module of the pack
 imports only from ``_core``.
 """
 
-from ._jsonl import JsonlTranscript, LoadedTranscript, Marker, load_transcript, write_transcript
+from ._jsonl import (
+    COMPACTION,
+    JsonlTranscript,
+    LoadedTranscript,
+    Marker,
+    compaction_marker,
+    load_transcript,
+    write_transcript,
+)
 from ._jsonl_file import (
     NO_HEADER,
     AppendFile,
@@ -21,6 +29,7 @@ from ._jsonl_file import (
 from ._locked_file import names, open_locked, write_all
 
 __all__ = [
+    "COMPACTION",
     "NO_HEADER",
     "AppendFile",
     "FsyncMode",
@@ -32,6 +41,7 @@ __all__ = [
     "Marker",
     "UnreadableLine",
     "check_fsync",
+    "compaction_marker",
     "decode_line",
     "load_transcript",
     "names",

@@ -78,9 +78,11 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 __all__ = [
+    "COMPACTION",
     "JsonlTranscript",
     "LoadedTranscript",
     "Marker",
+    "compaction_marker",
     "load_transcript",
     "write_transcript",
 ]
@@ -126,6 +128,19 @@ class Marker:
     kind: str
     data: Mapping[str, Any]
     at: int = 0
+
+
+COMPACTION: Final = "compaction"
+"""The marker kind a ``ContextCompacted`` event is recorded as."""
+
+
+def compaction_marker(event: ev.ContextCompacted) -> dict[str, Any]:
+    """The data of the ``"compaction"`` marker line recording ``event``: its fields
+    (``usage`` as an object of its four counts) and ``plan``, from which
+    ``trio_agent.context.model_view`` rebuilds the view."""
+    data: dict[str, Any] = to_jsonable(event, ev.ContextCompacted)
+    data.pop("type", None)
+    return data
 
 
 def _is_marker(data: Any) -> bool:
@@ -474,8 +489,9 @@ class JsonlTranscript:
 
     # Not a checkpoint for events it ignores: a run calls its sink for every streamed delta.
     async def write_event(self, event: ev.AgentEvent) -> None:  # noqa: ASYNC910
-        """Record ``event``: a ``MessageEnd`` becomes one line; other events are ignored
-        (except ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode).
+        """Record ``event``: a ``MessageEnd`` becomes one line, a ``ContextCompacted`` one
+        ``"compaction"`` marker line (see :func:`compaction_marker`); other events are
+        ignored (except ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode).
 
         A checkpoint only when it writes or syncs: every other event returns at once, so
         that streaming deltas through the sink costs nothing. A run passes events one at
@@ -499,6 +515,9 @@ class JsonlTranscript:
             with trio.CancelScope(shield=True):
                 await self._write((event.message,), sync=self.fsync is True)
             await trio.lowlevel.checkpoint_if_cancelled()
+        elif kind is ev.ContextCompacted:
+            assert isinstance(event, ev.ContextCompacted)
+            await self.write_marker(COMPACTION, compaction_marker(event))
         elif self.fsync == "turn" and (kind is ev.TurnEnd or kind is ev.AgentEnd):
             await self._write((), sync=True)
 
