@@ -212,7 +212,7 @@ class Policy:
         request = ContextRequest(
             system_prompt="",
             tools=(),
-            model=model if model is not None else _NO_MODEL,
+            model=model if model is not None else NO_MODEL,
             options=ModelOptions(),
         )
         view = await self.compact(tuple(messages), request)
@@ -226,13 +226,16 @@ class _NoModel:
     model = ""
 
     def stream(self, request: Any) -> Any:
-        raise TypeError(
-            "this policy needs a model: give it model=..., or pass it as "
-            "LoopConfig.context so that it uses the run's"
-        )
+        raise NO_MODEL_ERROR
 
 
-_NO_MODEL: Any = _NoModel()
+NO_MODEL_ERROR: Final = TypeError(
+    "this policy needs a model: give it model=..., or pass it as LoopConfig.context so "
+    "that it uses the run's"
+)
+
+
+NO_MODEL: Any = _NoModel()
 
 
 def _at_least(name: str, value: int, least: int) -> int:

@@ -22,7 +22,7 @@ from .._core import (
 )
 from .._core import events as ev
 from ._plan import Plan, last_plan
-from ._policies import Policy, _at_least, _head
+from ._policies import NO_MODEL, Policy, _at_least, _head
 
 if TYPE_CHECKING:
     from .._core import ContextRequest, Message, Model, Usage
@@ -234,6 +234,11 @@ class Summarize(Policy):
         """The summary of ``previous`` (the summary in force) and ``part``, and the
         usage of its request. A failed or timed-out request gives a note saying so."""
         model = self.model if self.model is not None else request.model
+        if model is NO_MODEL:
+            raise TypeError(
+                "Summarize needs a model: give it model=..., or pass it as "
+                "LoopConfig.context so that it uses the run's"
+            )
         options = self.options
         if options is None:
             name = request.options.model if self.model is None else None
