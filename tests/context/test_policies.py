@@ -8,7 +8,8 @@ import attrs
 import pytest
 import trio
 
-from tests.kit.loop import call, reply, tool_use
+from tests.kit.context import BIG, read, turns
+from tests.kit.loop import call, tool_use
 from trio_agent import (
     AgentEvent,
     AssistantMessage,
@@ -22,7 +23,6 @@ from trio_agent import (
     UserMessage,
     check_transcript,
     run_agent_loop,
-    tool,
 )
 from trio_agent.context import (
     ContextRequest,
@@ -34,19 +34,6 @@ from trio_agent.context import (
     message_chars,
 )
 from trio_agent.testing import ScriptedModel, assert_run_invariants
-
-BIG = "0123456789" * 2000  # a 20 KB tool output
-
-
-@tool
-async def read(path: str) -> str:
-    """Read a file (20 KB each time)."""
-    return BIG
-
-
-def turns(n: int) -> list[AssistantMessage]:
-    """``n`` replies each reading a file, then a final answer."""
-    return [tool_use(call(f"c{i}", "read", path=f"f{i}")) for i in range(n)] + [reply("done")]
 
 
 async def run(

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from tests.kit.loop import call, reply, tool_use
+from tests.kit.context import read, turns
+from tests.kit.loop import reply
 from trio_agent import (
     AgentEvent,
     AgentRunError,
@@ -25,7 +26,6 @@ from trio_agent import (
     load_transcript,
     open_agent,
     run_agent_loop,
-    tool,
 )
 from trio_agent.context import Summarize, model_view
 from trio_agent.testing import ScriptedModel, assert_run_invariants
@@ -33,19 +33,8 @@ from trio_agent.testing import ScriptedModel, assert_run_invariants
 if TYPE_CHECKING:
     from pathlib import Path
 
-BIG = "0123456789" * 2000  # a 20 KB tool output; ~5,000 tokens by the estimate
 WINDOW = ModelOptions(context_window=24_000)  # holds about three such turns
 SUMMARY_USAGE = Usage(input_tokens=900, output_tokens=40)
-
-
-@tool
-async def read(path: str) -> str:
-    """Read a file (20 KB each time)."""
-    return BIG
-
-
-def turns(n: int) -> list[AssistantMessage]:
-    return [tool_use(call(f"c{i}", "read", path=f"f{i}")) for i in range(n)] + [reply("done")]
 
 
 def summariser(n: int = 20) -> ScriptedModel:

@@ -128,8 +128,9 @@ class TokenCounter:
 
     ``ratio`` starts at :data:`DEFAULT_RATIO` characters per token. When a reply reports
     its prompt tokens, :meth:`observe` sets the ratio to the characters of the request
-    it answered divided by them (bounded to 1..12), so the next estimates follow the
-    model's real tokenizer for this conversation.
+    it answered divided by them (bounded to 1.5..6, the range of real tokenizers on
+    text, code and JSON), so the next estimates follow the model's real tokenizer for
+    this conversation.
     """
 
     __slots__ = ("ratio", "sent_chars", "sent_len", "sent_tokens")
@@ -160,5 +161,5 @@ class TokenCounter:
             if type(reply) is AssistantMessage:
                 prompt = reply.usage.prompt_tokens
                 if prompt > 0 and self.sent_chars > 0:
-                    self.ratio = min(12.0, max(1.0, self.sent_chars / prompt))
+                    self.ratio = min(6.0, max(1.5, self.sent_chars / prompt))
         self.sent_len = -1
