@@ -4,16 +4,14 @@ byte budget."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
 
-from tests.kit.context import read
-from tests.kit.http_server import Received, Responder, error, serve, sse
-from tests.kit.providers import anthropic_reply, collect, final, make_model, openai_reply
+from tests.kit.context import BUDGET, Budgeted, overflow_body, read
+from tests.kit.http_server import error, serve
+from tests.kit.providers import collect, final, make_model
 from trio_agent import (
     AssistantMessage,
     Context,
@@ -31,45 +29,7 @@ from trio_agent.context import KeepRecent, is_context_overflow
 if TYPE_CHECKING:
     from trio_agent import AgentEvent
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "overflow"
 KINDS = ["openai", "anthropic"]
-BUDGET = 100_000  # bytes of request body the fake servers accept
-
-
-def overflow_body(kind: str) -> Any:
-    """The provider's documented overflow error body (a fixture)."""
-    return json.loads((DATA / f"{kind}.json").read_text())
-
-
-class Budgeted:
-    """A server handler: refuses a request over ``budget`` bytes with the provider's
-    overflow error (status 400); answers the others with a call of ``read`` for the
-    first ``calls`` accepted requests, then with text."""
-
-    def __init__(self, kind: str, *, calls: int = 0, budget: int = BUDGET) -> None:
-        self.kind = kind
-        self.calls = calls
-        self.budget = budget
-        self.accepted: list[int] = []
-        self.refused: list[int] = []
-        self.log: list[bool] = []  # per request: accepted?
-
-    async def __call__(self, request: Received, r: Responder) -> None:
-        size = len(request.body)
-        ok = size <= self.budget
-        self.log.append(ok)
-        if not ok:
-            self.refused.append(size)
-            await error(400, overflow_body(self.kind))(request, r)
-            return
-        n = len(self.accepted)
-        self.accepted.append(size)
-        reply = openai_reply if self.kind == "openai" else anthropic_reply
-        prefix = "call_" if self.kind == "openai" else "toolu_"
-        calls = [(f"{prefix}{n}", "read", {"path": f"f{n}.txt"})] if n < self.calls else []
-        # Usage as a real server reports it (about 4 bytes a token), not the kit's 50.
-        body = reply(f"step {n}", calls).replace('_tokens": 50', f'_tokens": {size // 4}')
-        await sse(body)(request, r)
 
 
 @pytest.mark.parametrize("kind", KINDS)

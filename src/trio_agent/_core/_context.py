@@ -40,7 +40,7 @@ _OVERFLOW_TEXTS: Final = re.compile(
 
 def is_context_overflow(message: Message) -> bool:
     """Whether ``message`` is an ``error`` reply saying the request was too long for the
-    model's context window: its ``error_message`` starts with :data:`CONTEXT_OVERFLOW`
+    model's context window: its ``error_message`` starts with ``"context overflow"``
     (what this package's providers write), or holds one of the documented overflow
     texts of OpenAI-compatible servers."""
     if type(message) is not AssistantMessage or message.stop_reason != "error":

@@ -573,7 +573,7 @@ class ContextCompacted:
 
     Emitted inside a turn, after its pending messages and before its request (after a
     summary request, when the policy made one). A ``JsonlTranscript`` records it as a
-    ``"compaction"`` marker line holding :attr:`plan` and the counts, from which the view
+    ``"compaction"`` marker line holding ``plan`` and the counts, from which the view
     can be rebuilt on load.
 
     Attributes:

@@ -490,7 +490,7 @@ class JsonlTranscript:
     # Not a checkpoint for events it ignores: a run calls its sink for every streamed delta.
     async def write_event(self, event: ev.AgentEvent) -> None:  # noqa: ASYNC910
         """Record ``event``: a ``MessageEnd`` becomes one line, a ``ContextCompacted`` one
-        ``"compaction"`` marker line (see :func:`compaction_marker`); other events are
+        ``"compaction"`` marker line (its fields, with ``usage`` as an object); other events are
         ignored (except ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode).
 
         A checkpoint only when it writes or syncs: every other event returns at once, so

@@ -118,8 +118,12 @@ class Policy:
     """
 
     name: str = "policy"
+    """The policy's name in ``ContextCompacted.policy`` (and the marker line)."""
     window: int | None = None
+    """The context window in tokens when the request does not give one (None: from
+    ``ModelOptions.context_window`` or the table of known models)."""
     model: Model | None = None
+    """The model the policy asks (for a summary); None: the run's."""
 
     def __init__(self) -> None:
         self._counter = TokenCounter()
@@ -287,6 +291,7 @@ class KeepRecent(Policy):
     """
 
     name = "keep_recent"
+    """The policy's name in ``ContextCompacted.policy``."""
 
     def __init__(self, turns: int = 8, *, keep_first: bool = True, window: int | None = None):
         super().__init__()
@@ -304,6 +309,7 @@ class KeepRecent(Policy):
         prior: Plan,
         request: ContextRequest,
     ) -> tuple[Plan, ev.ContextCompacted | None]:
+        """Cut before the newest turns kept (see the class docstring)."""
         head = prior.head if prior.cuts else _head(messages, self.keep_first)
         floor = max(head, prior.first_kept)
         turns = self.turns
@@ -344,6 +350,7 @@ class ElideToolOutputs(Policy):
     """
 
     name = "elide_tool_outputs"
+    """The policy's name in ``ContextCompacted.policy``."""
 
     def __init__(self, older_than: int = 2, keep_chars: int = 200):
         super().__init__()
@@ -360,6 +367,7 @@ class ElideToolOutputs(Policy):
         prior: Plan,
         request: ContextRequest,
     ) -> tuple[Plan, ev.ContextCompacted | None]:
+        """Elide before the newest turns left whole (see the class docstring)."""
         whole = 1 if budget.overflow else self.older_than
         floor = max(prior.head, prior.first_kept)
         before = len(messages)
@@ -396,6 +404,7 @@ class Composed(Policy):
         prior: Plan,
         request: ContextRequest,
     ) -> tuple[Plan, ev.ContextCompacted | None]:
+        """Each policy's plan, on the one before."""
         made: ev.ContextCompacted | None = None
         for policy in self.policies:
             prior, event = await policy.plan(messages, budget, prior, request)

@@ -122,6 +122,7 @@ class Summarize(Policy):
     """
 
     name = "summarize"
+    """The policy's name in ``ContextCompacted.policy``."""
 
     def __init__(
         self,
@@ -199,6 +200,8 @@ class Summarize(Policy):
         prior: Plan,
         request: ContextRequest,
     ) -> tuple[Plan, ev.ContextCompacted | None]:
+        """The summary in force, or a new one when the view passes the trigger (see
+        the class docstring); awaits the summary request."""
         current = self._current(messages)
         base = prior
         if current is not None and current.first_kept > max(prior.first_kept, prior.head):

@@ -94,7 +94,7 @@ def _json_chars(value: object) -> int:
 
 def message_chars(message: Message) -> int:
     """The characters ``message`` shows the model, about: its text, reasoning, calls
-    (name and argument JSON), an image as :data:`_IMAGE_CHARS`, plus a small overhead.
+    (name and argument JSON), an image as about 1,600 tokens, plus a small overhead.
     A ``CustomMessage`` counts nothing (it is not sent by default). Costs a pass over
     the message's blocks, not over its characters (except a call's arguments)."""
     if type(message) is CustomMessage:
@@ -126,7 +126,7 @@ def fixed_chars(system_prompt: str, tools: Iterable[Tool]) -> int:
 class TokenCounter:
     """Estimates tokens from characters, calibrated by the usage providers report.
 
-    ``ratio`` starts at :data:`DEFAULT_RATIO` characters per token. When a reply reports
+    ``ratio`` starts at 4 characters per token. When a reply reports
     its prompt tokens, :meth:`observe` sets the ratio to the characters of the request
     it answered divided by them (bounded to 1.5..6, the range of real tokenizers on
     text, code and JSON), so the next estimates follow the model's real tokenizer for
@@ -137,9 +137,13 @@ class TokenCounter:
 
     def __init__(self, ratio: float = DEFAULT_RATIO) -> None:
         self.ratio = ratio
-        self.sent_len = -1  # the transcript's length when the last view was sent
-        self.sent_chars = 0  # that view's characters (system prompt and tools included)
-        self.sent_tokens = 0  # its estimate
+        """Characters per token."""
+        self.sent_len = -1
+        """The transcript's length when the last view was sent (-1: none pending)."""
+        self.sent_chars = 0
+        """That view's characters (system prompt and tools included)."""
+        self.sent_tokens = 0
+        """That view's estimated tokens."""
 
     def tokens(self, chars: int) -> int:
         """The estimated tokens of ``chars`` characters."""
