@@ -173,3 +173,88 @@ async def test_request_overflow_halves_the_turns_without_a_window() -> None:
     assert sum(type(m) is AssistantMessage for m in harder.messages) == 2
     assert harder.compacted is not None
     assert harder.compacted.reason == "overflow"
+
+
+async def test_a_growing_transcript_gets_the_same_views_as_fresh_policies() -> None:
+    # The policies reuse what they made for the last request (elided results, the
+    # elided part, message sizes): each view still equals a fresh policy's.
+    history: list[Any] = [UserMessage.text("go")]
+    request = ContextRequest(
+        system_prompt="", tools=(), model=ScriptedModel(), options=ModelOptions(context_window=9000)
+    )
+    policies = [
+        ElideToolOutputs(older_than=2, keep_chars=50),
+        compose(ElideToolOutputs(older_than=1, keep_chars=10), KeepRecent(4)),
+        KeepRecent(3),
+    ]
+    fresh = [
+        lambda: ElideToolOutputs(older_than=2, keep_chars=50),
+        lambda: compose(ElideToolOutputs(older_than=1, keep_chars=10), KeepRecent(4)),
+        lambda: KeepRecent(3),
+    ]
+    for i in range(30):
+        history.append(tool_use(call(f"c{i}", "read")))
+        text = BIG[: 100 * (i % 7)]
+        history.append(
+            ToolResultMessage(tool_call_id=f"c{i}", tool_name="read", content=(Text(text=text),))
+        )
+        messages = tuple(history)
+        for policy, make in zip(policies, fresh, strict=True):
+            kept = await policy.compact(messages, request)
+            again = await make().compact(messages, request)
+            assert kept.messages == again.messages
+            check_transcript(kept.messages)
+
+
+def _python_calls(policy: Any, messages: tuple[Any, ...], ends: list[int]) -> int:
+    """The Python function calls of the request at the end of ``messages``, after the
+    policy served the turns before it (its caches warm, as in a run)."""
+    import sys
+
+    request = ContextRequest(
+        system_prompt="",
+        tools=(),
+        model=ScriptedModel(),
+        options=ModelOptions(context_window=16_000),
+    )
+    for end in ends[-6:-1]:
+        run_sync(policy.compact(messages[:end], request))
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        run_sync(policy.compact(messages, request))
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def run_sync(coro: Any) -> Any:
+    """The value of a coroutine that never awaits."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("the policy awaited")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: KeepRecent(turns=20),
+        lambda: ElideToolOutputs(older_than=2),
+        lambda: compose(ElideToolOutputs(older_than=2), KeepRecent(turns=20)),
+    ],
+    ids=["keep_recent", "elide", "composed"],
+)
+def test_a_request_costs_the_turns_kept_not_the_history(make: Any) -> None:
+    from trio_agent._bench.bench_context import history
+
+    near = _python_calls(make(), *history(1_000))
+    far = _python_calls(make(), *history(10_000))
+    assert far == near

@@ -15,6 +15,7 @@ from .._core import (
     UserMessage,
 )
 from .._store import COMPACTION
+from ._tokens import message_chars
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -156,13 +157,46 @@ def is_elidable(message: Message, keep_chars: int) -> bool:
 
 
 class ElisionCache:
-    """The elided form of each tool result, made once: the same result elided again
-    (next request) costs a dictionary look-up, not a new message."""
+    """The elided form of each tool result, made once, and the elided part of the last
+    view: the next request, whose elided part is the same plus a turn, costs that turn,
+    not the whole part again."""
 
-    __slots__ = ("_made",)
+    __slots__ = ("_last", "_made")
 
     def __init__(self) -> None:
         self._made: dict[int, tuple[ToolResultMessage, int, ToolResultMessage]] = {}
+        # The last elided part: (start, stop, keep_chars, messages[stop - 1], the part,
+        # its characters).
+        self._last: tuple[int, int, int, Message | None, tuple[Message, ...], int] | None = None
+
+    @property
+    def part_chars(self) -> int:
+        """The characters of the last part made (0 before any)."""
+        return 0 if self._last is None else self._last[5]
+
+    def part(
+        self, messages: tuple[Message, ...], start: int, stop: int, keep: int
+    ) -> tuple[Message, ...]:
+        """``messages[start:stop]`` with each elidable tool result elided, extending the
+        last part made when ``messages`` still holds it."""
+        last = self._last
+        done: tuple[Message, ...] = ()
+        begin = start
+        chars = 0
+        if last is not None:
+            l_start, l_stop, l_keep, l_end, l_part, l_chars = last
+            if (
+                l_start == start
+                and l_keep == keep
+                and start < l_stop <= stop
+                and messages[l_stop - 1] is l_end
+            ):
+                done, begin, chars = l_part, l_stop, l_chars
+        new = _elide(messages[begin:stop], keep, self)
+        part = done + new if done else new
+        chars += sum(message_chars(m) for m in new)
+        self._last = (start, stop, keep, messages[stop - 1], part, chars)
+        return part
 
     def get(self, result: ToolResultMessage, keep_chars: int) -> ToolResultMessage:
         hit = self._made.get(id(result))
@@ -193,14 +227,24 @@ def render(
     stop = max(start, min(plan.elide_before, len(messages)))
     if stop == start:
         return head + note + messages[start:]
-    middle: list[Message] = []
     keep = plan.keep_chars
-    for message in messages[start:stop]:
+    if cache is not None:
+        middle = cache.part(messages, start, stop, keep)
+    else:
+        middle = _elide(messages[start:stop], keep, None)
+    return head + note + middle + messages[stop:]
+
+
+def _elide(
+    messages: tuple[Message, ...], keep: int, cache: ElisionCache | None
+) -> tuple[Message, ...]:
+    out: list[Message] = []
+    for message in messages:
         if is_elidable(message, keep):
             assert isinstance(message, ToolResultMessage)
             message = cache.get(message, keep) if cache is not None else elided(message, keep)
-        middle.append(message)
-    return head + note + tuple(middle) + messages[stop:]
+        out.append(message)
+    return tuple(out)
 
 
 def last_plan(loaded: LoadedTranscript) -> tuple[Plan, int] | None:

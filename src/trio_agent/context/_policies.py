@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from .._core import NO_USAGE, ContextRequest, ContextView, ModelOptions
+from .._core import NO_USAGE, ContextRequest, ContextView, Message, ModelOptions
 from .._core import events as ev
 from ._plan import (
     ELISION_CHARS,
@@ -25,7 +25,7 @@ from ._tokens import TokenCounter, fixed_chars, message_chars, window_of
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._core import Message, Model
+    from .._core import Model
     from .._store import LoadedTranscript
 
 __all__ = ["Budget", "ElideToolOutputs", "KeepRecent", "Policy", "compose"]
@@ -33,6 +33,9 @@ __all__ = ["Budget", "ElideToolOutputs", "KeepRecent", "Policy", "compose"]
 _OVERFLOW_SHRINK: Final = 0.5
 """After a refusal for length, the budget is this fraction of the refused request's
 estimate (or of the window): the estimate was too low, so the retry aims well under."""
+
+_CHARS_KEPT: Final = 50_000
+"""The most message sizes a policy remembers; past it they are counted again."""
 
 _CEILING: Final = 0.9
 """After a refusal for length, later requests aim under this fraction of the refused
@@ -51,14 +54,16 @@ class Budget:
             tools).
         counter: the estimator (characters per token).
         overflow: the provider refused the last request as too long.
-        chars: each message's characters, by index, once counted in this request.
+        chars: each message's characters, by ``id`` of the message (with the message, so
+            that the id stays its own), counted once and kept by the policy across
+            requests.
     """
 
     limit: int | None
     fixed: int
     counter: TokenCounter
     overflow: bool = False
-    chars: dict[int, int] = attrs.field(factory=dict)
+    chars: dict[int, tuple[Message, int]] = attrs.field(factory=dict)
 
     def message_chars(self, messages: tuple[Message, ...], i: int, plan: Plan) -> int:
         """The characters ``messages[i]`` takes in the view ``plan`` makes."""
@@ -68,9 +73,12 @@ class Budget:
             and is_elidable(messages[i], plan.keep_chars)
         ):
             return plan.keep_chars + ELISION_CHARS
-        n = self.chars.get(i)
-        if n is None:
-            n = self.chars[i] = message_chars(messages[i])
+        message = messages[i]
+        hit = self.chars.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        n = message_chars(message)
+        self.chars[id(message)] = (message, n)
         return n
 
     def span(self, messages: tuple[Message, ...], start: int, stop: int, plan: Plan) -> int:
@@ -133,6 +141,8 @@ class Policy:
         # The characters of the history counted so far: (messages counted, the last of
         # them, their characters), so that each request counts only the new ones.
         self._counted: tuple[int, Message | None, int] = (0, None, 0)
+        # Each message's characters, counted once (see Budget.chars).
+        self._chars: dict[int, tuple[Message, int]] = {}
 
     async def plan(
         self,
@@ -151,13 +161,30 @@ class Policy:
         last compaction marker recorded, when this policy made it. Stateless policies
         need nothing (they work from the history each request)."""
 
+    def _view_tokens(self, messages: tuple[Message, ...], plan: Plan, budget: Budget) -> int:
+        """The estimated prompt tokens of the view ``plan`` made of ``messages`` (by
+        :func:`render`, just now), fixed part included. Costs the head and the messages
+        after the elided part; the elided part's size is the cache's, kept up to date
+        as it grows."""
+        if plan == NO_PLAN:
+            return budget.fixed + budget.counter.tokens(self._history_chars(messages))
+        start = max(plan.first_kept, plan.head)
+        stop = max(start, min(plan.elide_before, len(messages)))
+        n = sum(budget.message_chars(messages, i, NO_PLAN) for i in range(plan.head))
+        if plan.cuts:
+            n += len(plan.note) + 16
+        if stop > start:
+            n += self._cache.part_chars
+        n += sum(budget.message_chars(messages, i, NO_PLAN) for i in range(stop, len(messages)))
+        return budget.fixed + budget.counter.tokens(n)
+
     def _history_chars(self, messages: tuple[Message, ...]) -> int:
         """The characters of the whole history, counting only the messages added since
         the last call (when the history still holds the ones counted then)."""
         n, last, chars = self._counted
         if not (0 < n <= len(messages) and messages[n - 1] is last):
             n, chars = 0, 0
-        chars += sum(message_chars(m) for m in messages[n:])
+        chars += sum(message_chars(m) for m in messages[n:])  # each message once
         self._counted = (len(messages), messages[-1] if messages else None, chars)
         return chars
 
@@ -180,7 +207,15 @@ class Policy:
                 limit = max(1, int(min(limit or refused, refused) * _OVERFLOW_SHRINK))
         elif self._ceiling is not None:
             limit = self._ceiling if limit is None else min(limit, self._ceiling)
-        return Budget(limit=limit, fixed=fixed, counter=counter, overflow=request.overflow)
+        if len(self._chars) > _CHARS_KEPT:
+            self._chars.clear()  # a bound on what a very long conversation keeps
+        return Budget(
+            limit=limit,
+            fixed=fixed,
+            counter=counter,
+            overflow=request.overflow,
+            chars=self._chars,
+        )
 
     async def compact(self, messages: tuple[Message, ...], request: ContextRequest) -> ContextView:
         """The view of ``messages`` for one request (see ``LoopConfig.context``), with
@@ -189,7 +224,7 @@ class Policy:
         budget = self.budget(messages, request)
         plan, event = await self.plan(messages, budget, NO_PLAN, request)
         view = render(messages, plan, self._cache)
-        after = budget.view_tokens(messages, plan)
+        after = self._view_tokens(messages, plan, budget)
         self._counter.sent(len(messages), int(after * self._counter.ratio))
         if plan == self._last or (plan == NO_PLAN and event is None):
             self._last = plan
