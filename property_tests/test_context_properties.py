@@ -11,7 +11,9 @@ For each, the compacted view is checked to be:
   (the kept head, the note, the newest turn) is;
 - the newest turns verbatim (the same message objects): ``KeepRecent`` keeps the newest
   ``turns`` of them unless one more would not fit; ``ElideToolOutputs`` leaves the
-  newest ``older_than`` whole.
+  newest ``older_than`` whole; ``Summarize`` (its summary from a scripted model) keeps
+  at least the newest turn, and one summary message between the kept head and the
+  newest messages.
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_agent import (
+    AssistantMessage,
     CustomMessage,
     Message,
     ModelOptions,
+    Text,
     ToolResultMessage,
     UserMessage,
     check_transcript,
@@ -35,6 +40,7 @@ from trio_agent.context import (
     ElideToolOutputs,
     KeepRecent,
     Policy,
+    Summarize,
     compose,
     message_chars,
     turn_starts,
@@ -181,3 +187,33 @@ def test_composed(
         ).messages
         if tokens(smallest) <= limit_of(window) - 64:
             assert tokens(view) <= limit_of(window)
+
+
+@given(
+    history=histories,
+    keep_recent=st.integers(1, 4),
+    keep_first=st.booleans(),
+    window=st.integers(50, 40_000),
+)
+def test_summarize(
+    history: tuple[Message, ...], keep_recent: int, keep_first: bool, window: int
+) -> None:
+    summariser = ScriptedModel([AssistantMessage(content=(Text(text="sum"),), stop_reason="stop")])
+    policy = Summarize(summariser, keep_recent=keep_recent, keep_first=keep_first)
+    view = trio.run(policy.compact, history, request(window)).messages
+    check_shape(history, view)
+    # The newest turn is always there, verbatim.
+    tail = history[newest(history, 1) :]
+    assert all(a is b for a, b in zip(view[len(view) - len(tail) :], tail, strict=True))
+    if policy.summaries:
+        # One summary message stands for what it replaced; after it, the history's
+        # newest messages verbatim; before it, at most the kept head.
+        at = [
+            i
+            for i, m in enumerate(view)
+            if type(m) is UserMessage and m.content[0].text.endswith("sum")  # type: ignore[union-attr]
+        ]
+        assert len(at) == 1
+        rest = view[at[0] + 1 :]
+        assert all(a is b for a, b in zip(rest, history[len(history) - len(rest) :], strict=True))
+        assert all(a is b for a, b in zip(view[: at[0]], history, strict=False))
