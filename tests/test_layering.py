@@ -38,19 +38,32 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "mcp": LAYERS,
     "telemetry": LAYERS,
     "replay": LAYERS,
+    # Context policies (token accounting, compaction).
+    "context": LAYERS,
     # The test kit injects the replay edge's faults.
     "testing": LAYERS | {"replay"},
     # Fleets of runs; the demo's tasks are scripted with the test kit's ScriptedModel.
     "fleet": LAYERS | {"testing"},
     # The benchmark workloads `trio-agent bench` runs, scripted with the test kit; one
     # of them times the telemetry edge.
-    "_bench": LAYERS | {"testing", "telemetry"},
+    "_bench": LAYERS | {"testing", "telemetry", "context"},
     # HTML reports of transcripts, fleet folders (read as the fleet reads its results)
     # and benchmark results.
     "report": LAYERS | {"fleet"},
     # The command line: every part (its demo is scripted with the test kit).
     "cli": LAYERS
-    | {"providers", "tools", "mcp", "telemetry", "replay", "testing", "fleet", "_bench", "report"},
+    | {
+        "providers",
+        "tools",
+        "mcp",
+        "telemetry",
+        "replay",
+        "testing",
+        "fleet",
+        "_bench",
+        "report",
+        "context",
+    },
     # ``python -m trio_agent``: the command line again.
     "__main__": frozenset({"cli"}),
 }

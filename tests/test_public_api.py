@@ -17,6 +17,7 @@ PUBLIC_MODULES = [
     "trio_agent.fleet",
     "trio_agent.telemetry",
     "trio_agent.report",
+    "trio_agent.context",
 ]
 
 

@@ -83,6 +83,7 @@ from ._core import CallObservation as CallObservation
 from ._core import CallTiming as CallTiming
 from ._core import ContentBlock as ContentBlock
 from ._core import Context as Context
+from ._core import ContextCompacted as ContextCompacted
 from ._core import CustomMessage as CustomMessage
 from ._core import Defer as Defer
 from ._core import Deferral as Deferral
@@ -176,6 +177,7 @@ __all__ = [
     "CallTiming",
     "ContentBlock",
     "Context",
+    "ContextCompacted",
     "CustomMessage",
     "Defer",
     "Deferral",

@@ -208,3 +208,13 @@ def test_the_fresh_process_study_runs_at_a_tiny_size(tmp_path: Path) -> None:
             assert len(child["gc_counts"]) == 3
     # The floor without the package ran the suite's floor functions, not ours.
     assert results[1]["raw"]["floor"][0]["tracked"] < results[0]["raw"]["floor"][0]["tracked"]
+
+
+def test_context_benchmark_rows() -> None:
+    from trio_agent._bench import bench_context
+
+    rows = bench_context.run(quick=True)
+    assert len(rows) == 2 * len(bench_context.POLICIES)
+    for row in rows:
+        assert row["ours"] > 0
+        assert row["floor"] > 0

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from .._core import (
         AgentRunResult,
         CallDecision,
+        ContextPolicy,
         DeferredCall,
         Message,
         ResumePlan,
@@ -484,6 +485,7 @@ async def open_agent(
     steering_mode: QueueMode = "one_at_a_time",
     follow_up_mode: QueueMode = "one_at_a_time",
     messages: Sequence[Message] = (),
+    context: ContextPolicy | None = None,
 ) -> AsyncIterator[Agent]:
     """Open an :class:`Agent`::
 
@@ -501,6 +503,9 @@ async def open_agent(
             steering messages one poll delivers.
         follow_up_mode: the same for follow-up messages.
         messages: the transcript to start from (for example a loaded session).
+        context: a context policy for every run (``trio_agent.context``); sets
+            ``config.context`` (the agent keeps one policy for all its runs, so what it
+            learned — a summary — carries over).
 
     The agent owns every run made through it: leaving the block aborts the active run
     and waits for it to end (at most ``config.cleanup_timeout`` with the subscribers
@@ -515,7 +520,11 @@ async def open_agent(
         model=model,
         tools=tools,
         system_prompt=system_prompt,
-        config=config or LoopConfig(),
+        config=(
+            attrs.evolve(config or LoopConfig(), context=context)
+            if context is not None
+            else config or LoopConfig()
+        ),
         steering_mode=steering_mode,
         follow_up_mode=follow_up_mode,
         messages=list(messages),

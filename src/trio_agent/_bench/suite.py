@@ -55,6 +55,7 @@ WORKLOADS = {
     "W4": "streaming: one reply of N text deltas",
     "W5": "argument validation (trio_agent/_bench/bench_validation.py)",
     "transcript": "transcripts on disk (trio_agent/_bench/bench_transcript.py)",
+    "context": "context policies: compaction per turn (trio_agent/_bench/bench_context.py)",
 }
 
 REPEATS = 7
@@ -201,6 +202,8 @@ def run_suite(
         _external(report, "W5", "trio_agent._bench.bench_validation", quick, reps, progress)
     if "transcript" in wanted:
         _external(report, "transcript", "trio_agent._bench.bench_transcript", quick, reps, progress)
+    if "context" in wanted:
+        _external(report, "context", "trio_agent._bench.bench_context", quick, 3, progress)
     if peers and not quick:
         _peer_phase(report, cases, reps, memory, in_process, progress)
     elif quick and peers:

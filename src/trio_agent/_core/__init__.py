@@ -45,6 +45,13 @@ from ._config import (
     maybe_await,
     trusted_context,
 )
+from ._context import (
+    CONTEXT_OVERFLOW,
+    ContextPolicy,
+    ContextRequest,
+    ContextView,
+    is_context_overflow,
+)
 from ._deferral import (
     Approve,
     Approver,
@@ -70,6 +77,7 @@ from ._events import (
     AgentStart,
     AssistantEvent,
     CallTiming,
+    ContextCompacted,
     Done,
     EndReason,
     Error,
@@ -194,6 +202,7 @@ from ._validators import as_history, describe_value, is_str, one_of, seconds
 
 __all__ = [
     "CALL",
+    "CONTEXT_OVERFLOW",
     "DECISIONS",
     "DEFERRAL",
     "END_EVENTS",
@@ -232,6 +241,10 @@ __all__ = [
     "CallTiming",
     "ContentBlock",
     "Context",
+    "ContextCompacted",
+    "ContextPolicy",
+    "ContextRequest",
+    "ContextView",
     "CustomMessage",
     "Decision",
     "Defer",
@@ -329,6 +342,7 @@ __all__ = [
     "from_jsonable",
     "hook_returned",
     "interrupted",
+    "is_context_overflow",
     "is_str",
     "join_surrogate_pairs",
     "json_text",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 import attrs
 
+from ._context import ContextPolicy
 from ._messages import (
     AssistantMessage,
     Image,
@@ -254,6 +255,15 @@ class NextTurn:
 Messages: TypeAlias = Sequence[Message]
 
 
+def _check_policy(_config: object, _attribute: object, value: Any) -> None:
+    if value is not None and not isinstance(value, ContextPolicy):
+        raise TypeError(
+            "LoopConfig.context must be a context policy (an object with an async "
+            "compact() method, like trio_agent.context.KeepRecent), not "
+            f"{type(value).__name__}"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class LoopConfig:
     """How a run behaves. Every field is optional.
@@ -332,6 +342,14 @@ class LoopConfig:
             gets an ``aborted`` result. Without an approver such calls are deferred.
         approval_timeout: seconds the ``approver`` may take for one call; then the call
             is deferred instead (None: no limit).
+        context: a context policy (``trio_agent.context``: ``KeepRecent``,
+            ``ElideToolOutputs``, ``Summarize``): it shapes the history each request
+            shows the model (before ``transform_context``), and reports each compaction
+            as a ``ContextCompacted`` event; the transcript itself is never changed.
+            When the provider refuses a request as too long for the context window, the
+            run asks the policy to compact harder and sends the request again (a new
+            turn); a second refusal in a row ends the run ``context_overflow``. Without
+            a policy the first refusal ends it so.
     """
 
     max_steps: int = attrs.field(default=32, validator=attrs.validators.ge(1))
@@ -370,6 +388,7 @@ class LoopConfig:
     observer: Observer | None = None
     approver: Approver | None = None
     approval_timeout: float | None = attrs.field(default=None, validator=seconds(optional=True))
+    context: ContextPolicy | None = attrs.field(default=None, validator=_check_policy)
 
 
 if not TYPE_CHECKING:  # resolve the forward references attrs keeps as strings

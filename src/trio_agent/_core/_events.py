@@ -22,6 +22,7 @@ __all__ = [
     "AgentStart",
     "AssistantEvent",
     "CallTiming",
+    "ContextCompacted",
     "Done",
     "EndReason",
     "Error",
@@ -270,6 +271,7 @@ EndReason: TypeAlias = Literal[
     "usage_limit",
     "timeout",
     "deferred",
+    "context_overflow",
 ]
 """Why a run ended, as ``AgentEnd.reason`` and ``AgentRunResult.reason`` give it.
 
@@ -287,6 +289,9 @@ EndReason: TypeAlias = Literal[
   ``task_timeout`` ends its tasks this way); cleaned up as an abort.
 - ``deferred``: calls wait for a decision (``AgentRunResult.deferred``); they have no
   result yet, and ``resume`` answers them before any further request.
+- ``context_overflow``: the provider refused a request as longer than the model's
+  context window, and either no context policy (``LoopConfig.context``) was set or the
+  request it compacted once more was refused again; ``error_message`` says so.
 
 Whatever the reason but ``deferred``, every tool call in the transcript has its result;
 a ``deferred`` run's waiting calls have none until they are answered.
@@ -592,6 +597,44 @@ class RecordMarker:
     data: Mapping[str, Any]
 
 
+@attrs.frozen(kw_only=True)
+class ContextCompacted:
+    """The run's context policy (``LoopConfig.context``) compacted what the next request
+    shows the model. The transcript itself is unchanged: only the request is shorter.
+
+    Emitted inside a turn, after its pending messages and before its request (after a
+    summary request, when the policy made one). A ``JsonlTranscript`` records it as a
+    ``"compaction"`` marker line holding ``plan`` and the counts, from which the view
+    can be rebuilt on load.
+
+    Attributes:
+        type: ``"context_compacted"``, the tag in JSON.
+        policy: the policy that compacted (``"keep_recent"``, ``"elide_tool_outputs"``,
+            ``"summarize"``, or several joined by ``+``).
+        reason: ``"threshold"`` (the history passed the policy's limit) or
+            ``"overflow"`` (the provider refused the last request as too long).
+        tokens_before: the estimated prompt tokens of the whole history.
+        tokens_after: the estimated prompt tokens of the compacted view.
+        messages_before: the messages of the whole history.
+        messages_after: the messages of the compacted view.
+        usage: the tokens of the policy's own model request (a summary); zeros when it
+            made none. Not counted in the run's usage: no message of the transcript
+            holds them.
+        plan: how the view is built from the history, as JSON data (see
+            ``trio_agent.context.Plan``).
+    """
+
+    type: ClassVar[Literal["context_compacted"]] = "context_compacted"
+    policy: str
+    reason: Literal["threshold", "overflow"] = "threshold"
+    tokens_before: int = 0
+    tokens_after: int = 0
+    messages_before: int = 0
+    messages_after: int = 0
+    usage: Usage = attrs.field(factory=Usage)
+    plan: Mapping[str, Any] = attrs.field(factory=dict)
+
+
 AgentEvent: TypeAlias = (
     AgentStart
     | TurnStart
@@ -604,6 +647,7 @@ AgentEvent: TypeAlias = (
     | TurnEnd
     | AgentEnd
     | RecordMarker
+    | ContextCompacted
 )
 """What a run reports: one of the loop event classes, each with its ``type`` tag.
 

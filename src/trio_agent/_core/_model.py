@@ -33,6 +33,9 @@ class ModelOptions:
         max_tokens: the most output tokens of one reply.
         temperature: the sampling temperature.
         extra: more fields for the provider, merged into the request body as they are.
+        context_window: the model's context window in tokens, for a context policy
+            (``LoopConfig.context``); None looks the model up in a table of known
+            models (``trio_agent.context.context_window``). Never sent to the provider.
     """
 
     model: str | None = None
@@ -40,6 +43,9 @@ class ModelOptions:
     max_tokens: int | None = None
     temperature: float | None = None
     extra: Mapping[str, Any] = attrs.field(factory=dict)
+    context_window: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -94,7 +94,15 @@
 #
 # What a finished reply means is the reply table (REPLY_TABLE, decide): a row per
 # stop reason and whether the reply asks for calls, plus the rows that need more than
-# that (duplicate call ids, ``continue_after_length``, an interrupted reply).
+# that (duplicate call ids, ``continue_after_length``, an interrupted reply, a request
+# refused as too long for the context window — see ``overflowed``).
+#
+# Context overflow: an ``error`` reply saying the request was too long
+# (``is_context_overflow``) enters the transcript like any error reply (providers never
+# send an error reply back). With a context policy, and when the run's last request was
+# not such a retry already, the loop goes on (OVERFLOW_RETRY): the next request asks the
+# policy to compact harder (``overflow_retry``). Otherwise the run ends
+# ``context_overflow`` (OVERFLOW_END, OVERFLOW_UNHANDLED).
 #
 # Results: one appender. Every result of a turn enters the transcript through this
 # machine: a skipped call's at once; a batch's as each call settles in sequential
@@ -124,6 +132,7 @@ from typing import TYPE_CHECKING, Final, Literal, NamedTuple, Protocol, TypeAlia
 from . import _events as ev
 from ._call_ids import CallIds
 from ._config import NextTurn, TurnContext, trusted_context
+from ._context import is_context_overflow
 from ._deferral import Deferral, DeferredCall
 from ._events import AgentRunResult
 from ._messages import NO_USAGE, AssistantMessage, CustomMessage, make_result, sum_usage
@@ -157,6 +166,7 @@ __all__ = [
     "interrupted",
     "natural_end",
     "over_budget",
+    "overflowed",
     "runs_sequentially",
 ]
 
@@ -332,6 +342,46 @@ and the run goes on — the steering poll delivers what interrupted it."""
 DEFERRED: Final = Decision("none", end="deferred")
 """What a turn comes to when calls of its batch were deferred (the batch's other calls
 ran): the run ends ``deferred``, with no further request."""
+
+OVERFLOW_RETRY: Final = Decision(
+    "skip",
+    skip_why="the request was too long for the model's context window",
+    continues=True,
+)
+"""A reply refused as too long, in a run with a context policy and no retry under way:
+its calls (if any) skipped, and the loop goes on with a request the policy compacts
+harder."""
+
+OVERFLOW_END: Final = Decision(
+    "skip",
+    skip_why=(
+        "the request was still too long for the model's context window after the "
+        "context policy compacted it"
+    ),
+    end="context_overflow",
+)
+"""A reply refused as too long right after a retry: the run ends ``context_overflow``
+(``skip_why`` opens the result's ``error_message``)."""
+
+OVERFLOW_UNHANDLED: Final = OVERFLOW_END._replace(
+    skip_why=(
+        "the request was too long for the model's context window, and no context policy "
+        "is set to compact it (LoopConfig.context)"
+    )
+)
+"""A reply refused as too long in a run without a context policy."""
+
+
+def overflowed(message: AssistantMessage, *, policy: bool, retried: bool) -> Decision | None:
+    """What a reply refused as too long for the context window means (None: the reply
+    is not such a refusal): OVERFLOW_RETRY when the run has a context ``policy`` and
+    the request was not a retry already (``retried``), else the run ends
+    ``context_overflow``."""
+    if not is_context_overflow(message):
+        return None
+    row = OVERFLOW_UNHANDLED if not policy else OVERFLOW_END if retried else OVERFLOW_RETRY
+    return row._replace(calls=_distinct(message.tool_calls))
+
 
 TERMINATED: Final = Decision("execute")
 """What a turn comes to when its calls ran and every result set ``terminate``: no
@@ -595,6 +645,7 @@ class TurnMachine:
         "model",
         "new_messages",
         "options",
+        "overflow_retry",
         "pending",
         "phase",
         "plan",
@@ -683,6 +734,9 @@ class TurnMachine:
         self.turns: list[ev.TurnStats] = []
         self.acc: Reply | None = None
         self.batch: BatchRun | None = None
+        # The next request is a retry after one refused as too long: the context policy
+        # compacts harder; another refusal ends the run (see ``overflowed``).
+        self.overflow_retry = False
         self.result: AgentRunResult | None = None
         # The usage of new_messages[:usage_counted], summed only when a token budget is
         # checked or the usage is read (nothing per reply on the hot path).
@@ -865,11 +919,18 @@ class TurnMachine:
         self._push(message)
         self.turn_message = message
         self.phase = "replied"
-        self.decision = (
-            interrupted(message)
-            if cut
-            else decide(message, continue_after_length=self.config.continue_after_length)
-        )
+        if cut:
+            self.decision = interrupted(message)
+        else:
+            overflow = overflowed(
+                message, policy=self.config.context is not None, retried=self.overflow_retry
+            )
+            self.overflow_retry = overflow is not None and overflow.continues
+            self.decision = (
+                overflow
+                if overflow is not None
+                else decide(message, continue_after_length=self.config.continue_after_length)
+            )
         if not self.listener.listening:
             return _NO_EVENTS
         closing: list[ev.AgentEvent] = []
@@ -1088,6 +1149,8 @@ class TurnMachine:
             if type(last) is AssistantMessage and last.stop_reason == "error"
             else None
         )
+        if reason == "context_overflow" and self.decision is not None:
+            error_message = f"{self.decision.skip_why}: {error_message}"
         self.result = AgentRunResult(
             reason=reason,
             messages=tuple(self.new_messages),

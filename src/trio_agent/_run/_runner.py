@@ -49,6 +49,7 @@ import trio
 
 from .._core import (
     AgentRunError,
+    ContextRequest,
     NextTurn,
     RequestContext,
     TurnMachine,
@@ -369,11 +370,28 @@ class Runner:
             )
 
     async def _llm_messages(self) -> Sequence[Message]:
-        """The transcript as this request shows it to the model, through
-        ``transform_context`` and ``convert_to_llm`` (one of them is set)."""
+        """The transcript as this request shows it to the model, through the context
+        policy, ``transform_context`` and ``convert_to_llm`` (one of them is set). A
+        compaction the policy reports goes out as its event first."""
         m = self.m
         config = m.config
         messages: Sequence[Message] = m.transcript
+        policy = config.context
+        if policy is not None:
+            context = m.context
+            view = await policy.compact(
+                tuple(messages),
+                ContextRequest(
+                    system_prompt=context.system_prompt,
+                    tools=context.tools,
+                    model=m.model,
+                    options=m.options,
+                    overflow=m.overflow_retry,
+                ),
+            )
+            messages = as_history(view.messages, "the context policy's view")
+            if view.compacted is not None and self.sink.listening:
+                await self.sink.emit(view.compacted)
         if config.transform_context is not None:
             messages = as_history(
                 await maybe_await(config.transform_context(tuple(messages))),
@@ -403,7 +421,11 @@ class Runner:
                     prepared = True
                     await self._prepare_request()
                     continue  # an interrupt may have come while it ran
-                if config.transform_context is None and config.convert_to_llm is None:
+                if (
+                    config.transform_context is None
+                    and config.convert_to_llm is None
+                    and config.context is None
+                ):
                     messages: Sequence[Message] = m.llm_view
                 else:
                     messages = await self._llm_messages()

@@ -7,10 +7,12 @@ imports only from ``_core``.
 """
 
 from ._jsonl import (
+    COMPACTION,
     JsonlTranscript,
     LoadedTranscript,
     Marker,
     carry_markers,
+    compaction_marker,
     load_transcript,
     write_transcript,
 )
@@ -29,6 +31,7 @@ from ._locked_file import names, open_locked, write_all
 from ._timings import TIMINGS
 
 __all__ = [
+    "COMPACTION",
     "NO_HEADER",
     "TIMINGS",
     "AppendFile",
@@ -42,6 +45,7 @@ __all__ = [
     "UnreadableLine",
     "carry_markers",
     "check_fsync",
+    "compaction_marker",
     "decode_line",
     "load_transcript",
     "names",

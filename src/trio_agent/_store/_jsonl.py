@@ -80,10 +80,12 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 __all__ = [
+    "COMPACTION",
     "JsonlTranscript",
     "LoadedTranscript",
     "Marker",
     "carry_markers",
+    "compaction_marker",
     "load_transcript",
     "write_transcript",
 ]
@@ -129,6 +131,19 @@ class Marker:
     kind: str
     data: Mapping[str, Any]
     at: int = 0
+
+
+COMPACTION: Final = "compaction"
+"""The marker kind a ``ContextCompacted`` event is recorded as."""
+
+
+def compaction_marker(event: ev.ContextCompacted) -> dict[str, Any]:
+    """The data of the ``"compaction"`` marker line recording ``event``: its fields
+    (``usage`` as an object of its four counts) and ``plan``, from which
+    ``trio_agent.context.model_view`` rebuilds the view."""
+    data: dict[str, Any] = to_jsonable(event, ev.ContextCompacted)
+    data.pop("type", None)
+    return data
 
 
 def _is_marker(data: Any) -> bool:
@@ -529,10 +544,11 @@ class JsonlTranscript:
     # Not a checkpoint for events it ignores: a run calls its sink for every streamed delta.
     async def write_event(self, event: ev.AgentEvent) -> None:  # noqa: ASYNC910
         """Record ``event``: a ``MessageEnd`` becomes one line, a ``RecordMarker`` one
-        marker line (fsynced unless ``fsync=False``); other events are ignored (except
-        ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"`` mode), or with ``timings``
-        noted, and written as timing marker lines with a reply and at the end of a turn
-        that ran calls.
+        marker line (fsynced unless ``fsync=False``), a ``ContextCompacted`` one
+        ``"compaction"`` marker line (its fields, with ``usage`` as an object); other
+        events are ignored (except ``TurnEnd``/``AgentEnd``, which fsync in ``"turn"``
+        mode), or with ``timings`` noted, and written as timing marker lines with a reply
+        and at the end of a turn that ran calls.
 
         A checkpoint only when it writes or syncs: every other event returns at once, so
         that streaming deltas through the sink costs nothing. A run passes events one at
@@ -569,6 +585,10 @@ class JsonlTranscript:
             # approved call runs): written and synced (unless fsync=False) at once.
             line = _marker_line(event.kind, event.data)
             await self._write_whatever(line, sync=self.fsync is not False)
+            return
+        if kind is ev.ContextCompacted:
+            assert isinstance(event, ev.ContextCompacted)
+            await self.write_marker(COMPACTION, compaction_marker(event))
             return
         ending = kind is ev.TurnEnd or kind is ev.AgentEnd
         if timer is not None:

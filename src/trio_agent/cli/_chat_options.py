@@ -19,15 +19,16 @@ import attrs
 
 from .._core import REASONING_LEVELS as MODEL_REASONING_LEVELS
 from .._core import Message, TranscriptFormatError, repair, transcript_violations
-from .._store import load_transcript, write_transcript
+from .._store import LoadedTranscript, Marker, load_transcript, write_transcript
 from ..providers import Anthropic, OpenAIChat
 from ._common import holds_a_transcript, state_file
 
 if TYPE_CHECKING:
-    from .._core import Observer
+    from .._core import ContextPolicy, Observer
     from ..mcp import McpServer
 
 __all__ = [
+    "COMPACT_POLICIES",
     "DEFAULT_URLS",
     "KEY_ENVS",
     "REASONING_LEVELS",
@@ -35,12 +36,16 @@ __all__ = [
     "ChatTranscript",
     "add_arguments",
     "api_key",
+    "context_policy",
     "make_model",
     "make_observer",
     "mcp_servers",
     "positive_int",
     "session_transcript",
 ]
+
+COMPACT_POLICIES = ("summarize", "elide", "recent")
+"""What ``--compact`` takes (see :func:`context_policy`)."""
 
 REASONING_LEVELS = ("off", *MODEL_REASONING_LEVELS)
 """What ``--reasoning`` takes: the levels both providers know."""
@@ -116,6 +121,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         type=positive_int,
         help="longest reply, in tokens (a whole number above 0)",
+    )
+    parser.add_argument(
+        "--context-window",
+        metavar="N",
+        type=positive_int,
+        help="the model's context window in tokens, for --compact (default: known for "
+        "OpenAI's and Anthropic's models; a whole number above 0)",
+    )
+    parser.add_argument(
+        "--compact",
+        choices=COMPACT_POLICIES,
+        help="keep long sessions inside the context window: 'summarize' has the model "
+        "summarise the older part once it passes 80%% of the window; 'elide' shortens old "
+        "tool outputs, then leaves out the oldest turns that do not fit; 'recent' sends "
+        "the newest 20 turns that fit. A request the provider refuses as too long is "
+        "compacted harder and sent again once. Default: no compaction",
     )
     parser.add_argument(
         "--transcript",
@@ -194,6 +215,8 @@ class ChatTranscript:
     """The messages of the conversation ``--resume`` continues (empty for a new one)."""
     notes: tuple[str, ...] = ()
     """What was done to the resumed transcript, one line each (shown at the start)."""
+    markers: tuple[Marker, ...] = ()
+    """The marker lines of the resumed transcript (its compactions)."""
 
 
 def session_transcript(args: argparse.Namespace) -> ChatTranscript:
@@ -271,8 +294,27 @@ def _resume(path: Path) -> ChatTranscript:
             f"{added} tool call{'s' if added != 1 else ''} without a result got an aborted one"
         )
     if notes:
-        write_transcript(path, history)
-    return ChatTranscript(path, history, tuple(notes))
+        write_transcript(path, history, markers=loaded.markers)
+    return ChatTranscript(path, history, tuple(notes), loaded.markers)
+
+
+def context_policy(args: argparse.Namespace, session: ChatTranscript) -> ContextPolicy | None:
+    """The context policy ``--compact`` names (None without it): ``summarize`` a
+    ``Summarize`` with the session's model, taking up the summary of a resumed
+    transcript; ``elide`` old tool outputs elided, then the oldest turns that do not
+    fit left out; ``recent`` the newest 20 turns that fit."""
+    from ..context import ElideToolOutputs, KeepRecent, Summarize, compose
+
+    name = getattr(args, "compact", None)
+    if name is None:
+        return None
+    if name == "recent":
+        return KeepRecent(turns=20)
+    if name == "elide":
+        return compose(ElideToolOutputs(older_than=2, keep_chars=500), KeepRecent(turns=10_000))
+    policy = Summarize()
+    policy.resume(LoadedTranscript(messages=session.history, markers=session.markers))
+    return policy
 
 
 def api_key(args: argparse.Namespace) -> str | None:

@@ -76,8 +76,9 @@ async def _display(
             session.run_started.set()
         view.show(event)
         if type(event) is ev.AgentEnd:
-            if event.reason == "error":
-                # A model or transport error (its text went to the error stream).
+            if event.reason == "error" or event.reason == "context_overflow":
+                # A model or transport error, or a request too long for the model's
+                # context window (its text went to the error stream).
                 session.exit_code = session.exit_code or 1
             if event.reason not in ("stop", "terminated", "aborted"):
                 view.line(view.s.dim(f"  (the run ended: {event.reason})"))

@@ -317,6 +317,15 @@ class LiveView:
             assert isinstance(event, ev.TurnEnd)
             if event.tool_results:
                 self.line(s.dim(f"  {batch_line(event.stats)}"))
+        elif kind is ev.ContextCompacted:
+            assert isinstance(event, ev.ContextCompacted)
+            why = " after the model refused a request as too long" * (event.reason == "overflow")
+            self.line(
+                s.dim(
+                    f"  context compacted ({event.policy}){why}: about "
+                    f"{event.tokens_before:,} → {event.tokens_after:,} tokens"
+                )
+            )
 
     def footer(self, reason: str, steps: int, messages: int, seconds: float) -> None:
         self.line()

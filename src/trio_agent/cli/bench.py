@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Keep in step with trio_agent/_bench/suite.py: the parser is built for every trio-agent
 # command, so it must not import the suite (slow).
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "transcript")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "transcript", "context")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -43,6 +43,7 @@ from ._chat_options import (
     SYSTEM_PROMPT,
     ChatTranscript,
     add_arguments,
+    context_policy,
     make_model,
     make_observer,
     mcp_servers,
@@ -101,8 +102,13 @@ async def _chat(
     tools = (*tools, *extra_tools)
     system = args.system if args.system is not None else SYSTEM_PROMPT.format(folder=folder)
     config = LoopConfig(
-        model_options=ModelOptions(reasoning=args.reasoning, max_tokens=args.max_tokens),
+        model_options=ModelOptions(
+            reasoning=args.reasoning,
+            max_tokens=args.max_tokens,
+            context_window=getattr(args, "context_window", None),
+        ),
         observer=getattr(args, "observer", None),
+        context=context_policy(args, session),
     )
     send, lines = trio.open_memory_channel[str](math.inf)
     title = f"{args.provider} {args.model} at {model.base_url} · folder {folder}"

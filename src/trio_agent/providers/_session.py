@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import trio
 
-from .._core import parse_json
+from .._core import CONTEXT_OVERFLOW, parse_json
 from ._reply import StreamFault
 from ._secrets import MIN_RUN, Secret, without_userinfo
 
@@ -61,6 +61,28 @@ def describe_error(payload: Any) -> str | None:
     if not message:
         return str(kind) if kind else None
     return f"{kind}: {message}" if kind and isinstance(kind, str) else str(message)
+
+
+def is_overflow_error(status: int, body: bytes) -> bool:
+    """Whether an error response says the request is longer than the model's context
+    window, as the APIs document it: OpenAI's error ``code`` ``context_length_exceeded``
+    (status 400), Anthropic's ``invalid_request_error`` whose message starts ``prompt is
+    too long`` (status 400), or a 413 ``request_too_large``."""
+    if status not in (400, 413):
+        return False
+    try:
+        payload = parse_json(body.decode("utf-8", errors="replace"))
+    except ValueError:
+        return False
+    error = payload.get("error") if isinstance(payload, Mapping) else None
+    if not isinstance(error, Mapping):
+        return False
+    message = error.get("message")
+    return (
+        error.get("code") == "context_length_exceeded"
+        or error.get("type") == "request_too_large"
+        or (isinstance(message, str) and message.lower().startswith("prompt is too long"))
+    )
 
 
 def _error_text(body: bytes) -> str:
@@ -299,6 +321,9 @@ class Session:
                         f" instead of an event stream (text/event-stream): {_error_text(raw)}"
                     )
                 problem = f"HTTP {status} {response.reason_phrase} from {shown}: {_error_text(raw)}"
+                if is_overflow_error(status, raw):
+                    # The mark the loop recognises (``is_context_overflow``).
+                    problem = f"{CONTEXT_OVERFLOW}: {problem}"
                 if status in (401, 403) and not self.secret:
                     problem += f" (no API key is set: {self._key_hint})"
                 if status not in _RETRY_STATUSES and status < 500:

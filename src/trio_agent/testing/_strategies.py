@@ -306,7 +306,7 @@ def messages(*, roles: Sequence[str] = ROLES, max_blocks: int = 3) -> st.SearchS
 
 
 def transcripts(
-    *, max_turns: int = 4, max_calls: int = 3
+    *, max_turns: int = 4, max_calls: int = 3, max_output: int = 10
 ) -> st.SearchStrategy[tuple[Message, ...]]:
     """Transcripts that keep the pairing invariant: turns of user (or custom) messages,
     replies, and one result per call right after its reply, in declaration order; call
@@ -314,7 +314,9 @@ def transcripts(
 
     Args:
         max_turns: the most replies.
-        max_calls: the most calls in one reply.
+        max_calls: the most calls in one reply (several make a parallel batch).
+        max_output: the longest tool result text; above 10, a result is sometimes a
+            large output of up to that many characters (for context policies).
     """
 
     # Lighter blocks than messages(): these transcripts are about structure (and every
@@ -325,6 +327,11 @@ def transcripts(
     )
     notes = st.builds(CustomMessage, kind=st.just("note"), content=short, timestamp=_timestamps())
     names = st.sampled_from(["read", "write", "bash", "grep"])
+    outputs = short
+    if max_output > 10:
+        outputs = short | st.integers(11, max_output).map(
+            lambda n: ("0123456789" * (n // 10 + 1))[:n]
+        )
     arguments = st.dictionaries(
         st.sampled_from(["path", "n", "flag"]), st.integers() | short | st.booleans(), max_size=2
     )
@@ -355,7 +362,7 @@ def transcripts(
                     ToolResultMessage(
                         tool_call_id=call.id,
                         tool_name=call.name,
-                        content=(Text(text=draw(short)),),
+                        content=(Text(text=draw(outputs)),),
                         is_error=draw(st.booleans()),
                         details=draw(st.none() | arguments),
                         timestamp=draw(_timestamps()),
