@@ -33,6 +33,13 @@ class ModelOptions:
         max_tokens: the most output tokens of one reply.
         temperature: the sampling temperature.
         extra: more fields for the provider, merged into the request body as they are.
+        cache: prompt caching. None: the provider's default (Anthropic marks cache
+            breakpoints unless the model was made with ``prompt_cache=False``; OpenAI
+            caches long prompts by itself). False: no cache breakpoints. True: cache
+            breakpoints on the system prompt, the tool list and the last user turn
+            (Anthropic). A string: breakpoints too, and the cache key OpenAI routes
+            requests by (``prompt_cache_key``: requests sharing a long prefix and a key
+            hit the same cache). Cache reads and writes are counted in ``Usage``.
     """
 
     model: str | None = None
@@ -40,6 +47,7 @@ class ModelOptions:
     max_tokens: int | None = None
     temperature: float | None = None
     extra: Mapping[str, Any] = attrs.field(factory=dict)
+    cache: bool | str | None = None
 
 
 @attrs.frozen(kw_only=True)

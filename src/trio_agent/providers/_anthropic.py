@@ -38,7 +38,7 @@ from .._core import (
 )
 from ._history import normalize_id, prepare
 from ._http import HTTPModel
-from ._reply import ReplyBuilder, StreamFault
+from ._reply import ReplyBuilder, StreamFault, json_frame, str_field
 from ._session import describe_error
 
 if TYPE_CHECKING:
@@ -296,15 +296,6 @@ _STOP: Mapping[str, StopReason] = {
 }
 
 
-def _str(mapping: Mapping[str, Any], key: str) -> str:
-    value = mapping.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise StreamFault(f"malformed stream event: {key!r} is not a string")
-    return value
-
-
 class _Decoder:
     """Messages API stream events → assistant events (sans-IO)."""
 
@@ -317,14 +308,7 @@ class _Decoder:
         self._ignored: set[int] = set()
 
     def feed(self, event: SSEEvent) -> list[ev.AssistantEvent]:
-        try:
-            data = json.loads(event.data)
-        except ValueError as exc:
-            raise StreamFault(
-                f"malformed JSON in a stream frame ({exc}): {event.data[:200]!r}"
-            ) from None
-        if not isinstance(data, dict):
-            raise StreamFault(f"unexpected stream frame (not a JSON object): {event.data[:200]!r}")
+        data = json_frame(event.data)
         kind = data.get("type") or event.event
         b = self.builder
         if kind == "content_block_delta":
@@ -334,17 +318,17 @@ class _Decoder:
                 return []
             dtype = delta.get("type")
             if dtype == "text_delta":
-                return b.text(index, _str(delta, "text"))
+                return b.text(index, str_field(delta, "text"))
             if dtype == "input_json_delta":
                 if not b.is_open(index):
                     raise StreamFault(
                         f"input_json_delta for block {index}, which is not a tool call"
                     )
-                return b.call_delta(index, _str(delta, "partial_json"))
+                return b.call_delta(index, str_field(delta, "partial_json"))
             if dtype == "thinking_delta":
-                return b.thinking(index, _str(delta, "thinking"))
+                return b.thinking(index, str_field(delta, "thinking"))
             if dtype == "signature_delta":
-                return b.signature(index, _str(delta, "signature"))
+                return b.signature(index, str_field(delta, "signature"))
             return []
         if kind == "content_block_start":
             return self._block_start(data)
@@ -389,17 +373,17 @@ class _Decoder:
         btype = block.get("type")
         self._ignored.discard(index)
         if btype == "text":
-            return b.text(index, _str(block, "text"))
+            return b.text(index, str_field(block, "text"))
         if btype == "thinking":
-            out = b.thinking(index, _str(block, "thinking"))
-            signature = _str(block, "signature")
+            out = b.thinking(index, str_field(block, "thinking"))
+            signature = str_field(block, "signature")
             if signature:
                 out.extend(b.signature(index, signature))
             return out
         if btype == "redacted_thinking":
-            return b.redacted_thinking(index, _str(block, "data"))
+            return b.redacted_thinking(index, str_field(block, "data"))
         if btype == "tool_use":
-            out = b.call_start(index, _str(block, "id"), _str(block, "name"))
+            out = b.call_start(index, str_field(block, "id"), str_field(block, "name"))
             initial = block.get("input")
             if isinstance(initial, Mapping) and initial:
                 # Input given whole at the start (no input_json_delta will follow).

@@ -38,7 +38,7 @@ from .._core import (
 )
 from ._history import normalize_id, prepare
 from ._http import HTTPModel
-from ._reply import ReplyBuilder, StreamFault
+from ._reply import ReplyBuilder, StreamFault, json_frame
 from ._session import describe_error
 
 if TYPE_CHECKING:
@@ -280,12 +280,7 @@ class _Decoder:
         if data.strip() == "[DONE]":
             self.finished = True
             return self.builder.close_all()
-        try:
-            chunk = json.loads(data)
-        except ValueError as exc:
-            raise StreamFault(f"malformed JSON in a stream frame ({exc}): {data[:200]!r}") from None
-        if not isinstance(chunk, dict):
-            raise StreamFault(f"unexpected stream frame (not a JSON object): {data[:200]!r}")
+        chunk = json_frame(data)
         if chunk.get("error") or chunk.get("object") == "error":
             raise StreamFault(
                 f"the server reported an error mid-stream: {describe_error(chunk) or data[:200]}"
