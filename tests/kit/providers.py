@@ -32,7 +32,14 @@ from trio_agent import (
     ToolContext,
     UserMessage,
 )
-from trio_agent.providers import Anthropic, HTTPOptions, OpenAIChat, OpenAIResponses, RetryPolicy
+from trio_agent.providers import (
+    Anthropic,
+    Gemini,
+    HTTPOptions,
+    OpenAIChat,
+    OpenAIResponses,
+    RetryPolicy,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -56,6 +63,7 @@ TEXT_STREAMS = {
     "openai": "openai_text.sse",
     "anthropic": "anthropic_text.sse",
     "responses": "responses_text.sse",
+    "gemini": "gemini_text.sse",
 }
 """Per provider, a recorded plain-text reply about tiny-pi (with a raw U+2028)."""
 
@@ -63,6 +71,7 @@ KEY_ENVS = {
     "openai": "OPENAI_API_KEY",
     "anthropic": "ANTHROPIC_API_KEY",
     "responses": "OPENAI_API_KEY",
+    "gemini": "GEMINI_API_KEY",
 }
 
 
@@ -73,6 +82,8 @@ def make_model(kind: str, url: str, **kwargs: Any) -> Any:
         return OpenAIChat("gpt-4.1", base_url=url + "/v1", **kwargs)
     if kind == "responses":
         return OpenAIResponses("gpt-5-mini", base_url=url + "/v1", **kwargs)
+    if kind == "gemini":
+        return Gemini("gemini-2.5-flash", base_url=url + "/v1beta", **kwargs)
     return Anthropic("claude-sonnet-4-5", base_url=url, **kwargs)
 
 

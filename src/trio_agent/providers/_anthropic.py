@@ -36,7 +36,7 @@ from .._core import (
     Usage,
     UserMessage,
 )
-from ._history import normalize_id, prepare
+from ._history import merge_turn, normalize_id, prepare
 from ._http import HTTPModel
 from ._reply import ReplyBuilder, StreamFault, json_frame, str_field
 from ._session import describe_error
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ._options import HTTPOptions
     from ._sse import SSEEvent
 
-__all__ = ["THINKING_BUDGETS", "Anthropic", "anthropic_messages"]
+__all__ = ["THINKING_BUDGETS", "Anthropic", "anthropic_messages", "thinking_budget"]
 
 API_VERSION = "2023-06-01"
 
@@ -134,7 +134,7 @@ class Anthropic(HTTPModel):
                 }
                 for tool in request.tools
             ]
-        budget = _budget(options.reasoning)
+        budget = thinking_budget(options.reasoning)
         if budget is not None:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
             body["max_tokens"] += budget
@@ -161,7 +161,12 @@ def _fit_id(call_id: str) -> str:
     return normalize_id(call_id, max_length=64, pattern=r"[^a-zA-Z0-9_-]")
 
 
-def _budget(level: str | None) -> int | None:
+def thinking_budget(level: str | None) -> int | None:
+    """The thinking budget in tokens for ``ModelOptions.reasoning`` (None: no thinking).
+
+    Raises:
+        ValueError: ``level`` is not a known level, ``off`` or a number.
+    """
     if level is None or level == "off":
         return None
     if level in THINKING_BUDGETS:
@@ -234,20 +239,11 @@ def anthropic_messages(
     a final user turn is a cache breakpoint.
     """
     out: list[dict[str, Any]] = []
-
-    def push(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-
     for message in history:
         if type(message) is UserMessage:
-            push("user", _blocks(message.content))
+            merge_turn(out, "user", "content", _blocks(message.content))
         elif type(message) is AssistantMessage:
-            push("assistant", _assistant_blocks(message, provider))
+            merge_turn(out, "assistant", "content", _assistant_blocks(message, provider))
         elif type(message) is ToolResultMessage:
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
             content = _blocks(message.content)
@@ -255,7 +251,7 @@ def anthropic_messages(
                 result["content"] = content
             if message.is_error:
                 result["is_error"] = True
-            push("user", [result])
+            merge_turn(out, "user", "content", [result])
     if cache and out and out[-1]["role"] == "user":
         last = out[-1]["content"][-1]
         out[-1]["content"][-1] = {**last, "cache_control": dict(_EPHEMERAL)}

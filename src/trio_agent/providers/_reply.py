@@ -143,9 +143,9 @@ class ReplyBuilder:
         self._get(key, THINKING, out).signature.append(fragment)
         return out
 
-    def text_signature(self, key: Hashable, token: str) -> None:
-        """Set the opaque provider token of open text block ``key`` (its
-        ``Text.signature``, sent back with it)."""
+    def set_signature(self, key: Hashable, token: str) -> None:
+        """Set (replace) the opaque provider token of open text or thinking block
+        ``key``: its ``signature``, sent back with it."""
         block = self._open[key]
         block.signature = [token]
 

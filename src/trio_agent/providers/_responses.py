@@ -417,7 +417,7 @@ class _Decoder:
                         out.extend(b.text(text_key, whole))
                 if b.is_open(text_key):
                     if item_id:
-                        b.text_signature(text_key, item_id)
+                        b.set_signature(text_key, item_id)
                     out.extend(b.close(text_key))
         elif kind == "function_call":
             if not b.is_open(key):
