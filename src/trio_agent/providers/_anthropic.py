@@ -71,9 +71,11 @@ class Anthropic(HTTPModel):
             error message.
         max_tokens: ``max_tokens`` when ``ModelOptions.max_tokens`` is not set (the API
             requires one). With thinking on, the thinking budget is added to it.
-        prompt_cache: mark the system prompt and the last user turn as cache
-            breakpoints (``cache_control``), so a long agent run re-reads its history
-            from the prompt cache.
+        prompt_cache: mark cache breakpoints (``cache_control``) when
+            ``ModelOptions.cache`` is None: on the system prompt, the last tool, the last
+            user turn and the user turn before it (at most 4, the API's limit), so a long
+            agent run re-reads its history from the prompt cache. ``ModelOptions.cache``
+            False or True overrides it per request.
         headers: extra request headers (``anthropic-beta``...); their values are kept
             out of error texts as the key is.
         http: timeouts, pool limits and retries.
@@ -113,16 +115,17 @@ class Anthropic(HTTPModel):
             ValueError: ``ModelOptions.reasoning`` is not a known level or a number.
         """
         options = request.options
+        cache = self._cache if options.cache is None else bool(options.cache)
         history = prepare(request.messages, provider=self.provider, normalize_id=_fit_id)
         body: dict[str, Any] = {
             "model": options.model or self.model,
             "max_tokens": options.max_tokens or self._max_tokens,
-            "messages": anthropic_messages(history, self.provider, cache=self._cache),
+            "messages": anthropic_messages(history, self.provider, cache=cache),
             "stream": True,
         }
         if request.system_prompt:
             system: dict[str, Any] = {"type": "text", "text": request.system_prompt}
-            if self._cache:
+            if cache:
                 system["cache_control"] = dict(_EPHEMERAL)
             body["system"] = [system]
         if request.tools:
@@ -134,6 +137,9 @@ class Anthropic(HTTPModel):
                 }
                 for tool in request.tools
             ]
+            if cache:
+                # The tool list comes first in the prompt: one breakpoint caches it all.
+                body["tools"][-1]["cache_control"] = dict(_EPHEMERAL)
         budget = thinking_budget(options.reasoning)
         if budget is not None:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
@@ -236,7 +242,9 @@ def anthropic_messages(
     The results of one assistant message go, in order, as ``tool_result`` blocks of the
     next user turn (followed by any user message that came after them: consecutive
     turns of one role are merged, as the API would do). With ``cache`` the last block of
-    a final user turn is a cache breakpoint.
+    the last user turn, and of the user turn before it, are cache breakpoints: the
+    second is where the previous request of an agent run put its last one, so its
+    cached prefix is found again however many blocks were added since.
     """
     out: list[dict[str, Any]] = []
     for message in history:
@@ -252,9 +260,10 @@ def anthropic_messages(
             if message.is_error:
                 result["is_error"] = True
             merge_turn(out, "user", "content", [result])
-    if cache and out and out[-1]["role"] == "user":
-        last = out[-1]["content"][-1]
-        out[-1]["content"][-1] = {**last, "cache_control": dict(_EPHEMERAL)}
+    if cache:
+        users = [turn for turn in out if turn["role"] == "user"][-2:]
+        for turn in users:
+            turn["content"][-1] = {**turn["content"][-1], "cache_control": dict(_EPHEMERAL)}
     return out
 
 

@@ -74,8 +74,9 @@ class OpenAIChat(HTTPModel):
             ``max_completion_tokens`` (OpenAI) or ``max_tokens`` (older servers).
         http: timeouts, pool limits and retries.
 
-    ``ModelOptions.reasoning`` is sent as ``reasoning_effort``, ``extra`` is merged into
-    the request body. Use ``async with OpenAIChat(...) as model:`` (or ``aclose()``) to
+    ``ModelOptions.reasoning`` is sent as ``reasoning_effort``, a string ``cache`` as
+    ``prompt_cache_key``, ``extra`` is merged into the request body. Use
+    ``async with OpenAIChat(...) as model:`` (or ``aclose()``) to
     close its connections.
     """
 
@@ -133,6 +134,8 @@ class OpenAIChat(HTTPModel):
             body["temperature"] = options.temperature
         if options.reasoning is not None and options.reasoning != "off":
             body["reasoning_effort"] = options.reasoning
+        if isinstance(options.cache, str):
+            body["prompt_cache_key"] = options.cache
         body.update(options.extra)
         return body
 
