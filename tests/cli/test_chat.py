@@ -21,6 +21,7 @@ from trio_agent import (
     JsonlTranscript,
     ToolCall,
     ToolResultMessage,
+    Usage,
     UserMessage,
     check_transcript,
     load_transcript,
@@ -418,6 +419,13 @@ def _result(path: Path) -> ToolResultMessage:
     return results[0]
 
 
+def _cost_lines(replies: int) -> list[str]:
+    """The line chat shows after a run of ``replies`` scripted OpenAI replies (50 prompt
+    and 20 output tokens each, on gpt-4.1): their price, when genai-prices is there."""
+    cost = Usage(input_tokens=50 * replies, output_tokens=20 * replies).cost("gpt-4.1", "openai")
+    return [f"  cost ${cost:.4f}"] if cost else []
+
+
 def _timeless(text: str) -> list[str]:
     """``text``'s lines with durations (``6.8 ms``, ``1.02 s``) and the temporary
     folder written as ``T`` and ``TMP``."""
@@ -440,6 +448,7 @@ async def test_a_write_runs_after_the_user_says_yes(server: Server, tmp_path: Pa
         "  batch: 1 call · wall T · critical path T · sum of calls T · peak concurrency 1",
         "",
         "assistant › Done.",
+        *_cost_lines(2),
         f"transcript: {path}",
     ]
     assert (tmp_path / "out.txt").read_text() == "written\n"
@@ -470,6 +479,7 @@ async def test_the_input_ending_while_a_call_waits_declines_it(
         "  batch: 0 calls · wall T · critical path T · sum of calls T · peak concurrency 0",
         "",
         "assistant › Done.",
+        *_cost_lines(2),
         f"transcript: {path}",
     ]
     assert not (tmp_path / "out.txt").exists()

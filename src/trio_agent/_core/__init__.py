@@ -43,6 +43,7 @@ from ._config import (
     maybe_await,
     trusted_context,
 )
+from ._cost import total_cost
 from ._errors import (
     AgentBusyError,
     AgentRunError,
@@ -161,6 +162,7 @@ from ._turn import (
     interrupted,
     natural_end,
     over_budget,
+    over_cost,
     runs_sequentially,
 )
 from ._validators import as_history, describe_value, is_str, one_of, seconds
@@ -295,6 +297,7 @@ __all__ = [
     "natural_end",
     "one_of",
     "over_budget",
+    "over_cost",
     "parse_arguments",
     "parse_json",
     "repair",
@@ -305,6 +308,7 @@ __all__ = [
     "sum_usage",
     "to_jsonable",
     "tool",
+    "total_cost",
     "transcript_violations",
     "trusted_context",
 ]

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
 import attrs
 
+from ._cost import total_cost
 from ._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 
 __all__ = [
@@ -606,3 +607,11 @@ class AgentRunResult:
     turns: tuple[TurnStats, ...] = ()
     error_message: str | None = None
     usage: Usage = attrs.field(factory=Usage)
+
+    @property
+    def cost(self) -> float | None:
+        """What this run's replies cost in USD, each priced by its own model and
+        provider (see ``Usage.cost``); None if one of them cannot be priced (a model
+        the ``genai-prices`` table does not know, or the package is not installed).
+        Computed on each access."""
+        return total_cost(self.messages)

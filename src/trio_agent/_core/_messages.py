@@ -159,6 +159,18 @@ class Usage:
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
+    def cost(self, model: str, provider: str = "") -> float | None:
+        """These tokens' price in USD on ``model`` served by ``provider`` (a provider
+        name such as ``openai``, ``anthropic``, ``gemini``), cache reads and writes
+        priced as such, from the ``genai-prices`` table (the ``cost`` extra).
+
+        Returns None — never a guess — when the table knows no such model or provider,
+        or ``genai-prices`` is not installed; 0.0 when no tokens were counted.
+        """
+        from ._cost import price
+
+        return price(self, model, provider)
+
     @property
     def prompt_tokens(self) -> int:
         """Every prompt token: input plus cache read and write."""

@@ -119,8 +119,9 @@ class TaskSetup:
         config: hooks and limits; every limit counts across resumptions: a task
             resumed after 3 steps gets ``max_steps - 3`` more, and one whose replies
             so far used 2,000 output tokens gets ``max_output_tokens - 2000`` more (the
-            same for ``max_input_tokens``); a task resumed with a limit already spent
-            is recorded (``max_steps``, ``usage_limit``) without a request.
+            same for ``max_input_tokens`` and ``max_cost``); a task resumed with a limit
+            already spent is recorded (``max_steps``, ``usage_limit``) without a
+            request.
     """
 
     model: Model
@@ -149,6 +150,9 @@ class TaskResult:
             (``failed``), what timed out (``timeout``), else None.
         transcript: the JSONL transcript's path, relative to the output folder.
         resumed: True when the run continued an interrupted transcript.
+        cost: what the run's replies cost in USD, over every resumption, each priced
+            by its model and provider from the ``genai-prices`` table (the ``cost``
+            extra); None when one cannot be priced.
     """
 
     id: str
@@ -159,6 +163,7 @@ class TaskResult:
     error: str | None
     transcript: str
     resumed: bool = False
+    cost: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -177,6 +182,7 @@ class TaskResult:
             "error": self.error,
             "transcript": self.transcript,
             "resumed": self.resumed,
+            "cost": self.cost,
         }
 
     @classmethod
@@ -195,6 +201,7 @@ class TaskResult:
             error=data["error"],
             transcript=data["transcript"],
             resumed=data.get("resumed", False),
+            cost=data.get("cost"),
         )
 
 
