@@ -43,7 +43,6 @@ from ._config import (
     maybe_await,
     trusted_context,
 )
-from ._cost import total_cost
 from ._errors import (
     AgentBusyError,
     AgentRunError,
@@ -111,6 +110,7 @@ from ._messages import (
     make_result,
     result_message,
     sum_usage,
+    total_cost,
 )
 from ._model import REASONING_LEVELS, Model, ModelOptions, ModelRequest, ToolSpec
 from ._observer import (

@@ -13,16 +13,25 @@ find the provider from the model name alone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ._messages import AssistantMessage
 
-if TYPE_CHECKING:
-    from collections.abc import Iterable
+class Counts(Protocol):
+    """The token counts a price is computed from (a ``Usage``)."""
 
-    from ._messages import Message, Usage
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cache_read_tokens(self) -> int: ...
+    @property
+    def cache_write_tokens(self) -> int: ...
+    @property
+    def total(self) -> int: ...
 
-__all__ = ["PROVIDER_IDS", "price", "total_cost"]
+
+__all__ = ["PROVIDER_IDS", "Counts", "price"]
 
 PROVIDER_IDS = {
     "openai": "openai",
@@ -33,7 +42,7 @@ PROVIDER_IDS = {
 """Our provider names → the price table's provider ids."""
 
 
-def price(usage: Usage, model: str, provider: str = "") -> float | None:
+def price(usage: Counts, model: str, provider: str = "") -> float | None:
     """The price in USD of ``usage`` on ``model`` served by ``provider``; None when
     the table does not know them or ``genai-prices`` is not installed. Pure (the table
     is the installed package's snapshot: no network)."""
@@ -59,16 +68,3 @@ def price(usage: Usage, model: str, provider: str = "") -> float | None:
     except LookupError:
         return None
     return float(calculation.total_price)
-
-
-def total_cost(messages: Iterable[Message]) -> float | None:
-    """The summed price of the assistant messages among ``messages`` (each priced by its
-    own model and provider); None if any of them cannot be priced."""
-    total = 0.0
-    for message in messages:
-        if type(message) is AssistantMessage:
-            cost = price(message.usage, message.model, message.provider)
-            if cost is None:
-                return None
-            total += cost
-    return total

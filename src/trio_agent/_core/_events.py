@@ -12,8 +12,14 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
 import attrs
 
-from ._cost import total_cost
-from ._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
+from ._messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    total_cost,
+)
 
 __all__ = [
     "AgentEnd",

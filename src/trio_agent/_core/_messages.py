@@ -14,6 +14,8 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
+from ._cost import price
+
 __all__ = [
     "AssistantMessage",
     "ContentBlock",
@@ -167,8 +169,6 @@ class Usage:
         Returns None — never a guess — when the table knows no such model or provider,
         or ``genai-prices`` is not installed; 0.0 when no tokens were counted.
         """
-        from ._cost import price
-
         return price(self, model, provider)
 
     @property
@@ -185,6 +185,20 @@ class Usage:
             + self.cache_read_tokens
             + self.cache_write_tokens
         )
+
+
+def total_cost(messages: Iterable[Message]) -> float | None:
+    """The summed price in USD of the assistant messages among ``messages``, each priced
+    by its own model and provider (see ``Usage.cost``); None if any of them cannot be
+    priced."""
+    total = 0.0
+    for message in messages:
+        if type(message) is AssistantMessage:
+            cost = price(message.usage, message.model, message.provider)
+            if cost is None:
+                return None
+            total += cost
+    return total
 
 
 def sum_usage(messages: Iterable[Message]) -> Usage:

@@ -114,9 +114,15 @@ from typing import TYPE_CHECKING, Final, Literal, NamedTuple, Protocol, TypeAlia
 from . import _events as ev
 from ._call_ids import CallIds
 from ._config import NextTurn, TurnContext, trusted_context
-from ._cost import total_cost
 from ._events import AgentRunResult
-from ._messages import NO_USAGE, AssistantMessage, CustomMessage, make_result, sum_usage
+from ._messages import (
+    NO_USAGE,
+    AssistantMessage,
+    CustomMessage,
+    make_result,
+    sum_usage,
+    total_cost,
+)
 from ._model import ModelRequest, ToolSpec
 
 if TYPE_CHECKING:
