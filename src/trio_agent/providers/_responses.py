@@ -356,9 +356,15 @@ class _Decoder:
         if kind in _TERMINAL:
             return self._end(kind, data)
         if kind == "error":
-            # {"type": "error", "code", "message", "param"}: the type says nothing.
+            # {"type": "error", "code", "message", "param"} (the type says nothing), or
+            # an error object nested under "error" as in an error response.
             code, message = data.get("code"), data.get("message")
-            described = f"{code}: {message}" if code and message else message or event.data[:200]
+            if isinstance(data.get("error"), Mapping):
+                described = describe_error(data) or event.data[:200]
+            elif code and message:
+                described = f"{code}: {message}"
+            else:
+                described = str(message or event.data[:200])
             raise StreamFault(f"the server reported an error mid-stream: {described}")
         return []
 
