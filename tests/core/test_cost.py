@@ -190,3 +190,23 @@ def test_fleet_results_keep_the_cost() -> None:
     assert TaskResult.from_json(result.to_json()) == result
     old_line = {k: v for k, v in result.to_json().items() if k != "cost"}
     assert TaskResult.from_json(old_line).cost is None
+
+
+async def test_a_fleet_records_and_sums_the_cost(tmp_path: Any) -> None:
+    from tests.kit.fleet import result_lines
+    from trio_agent.fleet import FleetTask, TaskSetup, run_fleet
+
+    def factory(task: FleetTask) -> TaskSetup:
+        model = "mystery-1" if task.id == "unpriced" else "gpt-4.1"
+        return TaskSetup(model=ScriptedModel([reply("done", STEP, model)]))
+
+    priced = [FleetTask(id=f"t{n}", prompt="go") for n in range(3)]
+    with trio.fail_after(20):
+        summary = await run_fleet(priced, factory, out=tmp_path / "a", fsync=False)
+    one = STEP.cost("gpt-4.1", "openai")
+    assert summary.cost == pytest.approx(3 * one)
+    assert [line["cost"] for line in result_lines(tmp_path / "a")] == [pytest.approx(one)] * 3
+    mixed = [*priced, FleetTask(id="unpriced", prompt="go")]
+    with trio.fail_after(20):
+        summary = await run_fleet(mixed, factory, out=tmp_path / "b", fsync=False)
+    assert summary.cost is None
