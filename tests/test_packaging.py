@@ -70,7 +70,8 @@ def test_the_test_extra_holds_the_optional_parts_the_suite_tests_but_ray() -> No
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
-    assert "trio-agent[testing,mcp,otel]" in extras["test"]
+    assert "trio-agent[testing,mcp,otel,cost]" in extras["test"]
+    assert extras["cost"] == ["genai-prices>=0.2.3"]
     assert not any(d.startswith(("ray", "trio-agent[ray")) for d in extras["test"])
     for requirement in extras["docs"]:
         assert ">=" in requirement, requirement

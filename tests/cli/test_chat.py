@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from tests.kit.http_server import Stall, error, sse
+from tests.kit.http_server import Stall, error, recorded, sse
 from tests.kit.providers import KEY, anthropic_reply, make_model, openai_reply
 from trio_agent import (
     AssistantMessage,
     JsonlTranscript,
     ToolCall,
     ToolResultMessage,
+    Usage,
     UserMessage,
     check_transcript,
     load_transcript,
@@ -37,7 +38,9 @@ if TYPE_CHECKING:
     from tests.kit.http_server import Server
 
 WITHOUT_KEYS = {
-    k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    k: v
+    for k, v in os.environ.items()
+    if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
 }
 WITH_KEY = {**WITHOUT_KEYS, "OPENAI_API_KEY": KEY}
 
@@ -100,7 +103,9 @@ async def test_a_500_is_an_error_on_stderr_and_exit_1(server: Server, tmp_path: 
 
 
 @pytest.mark.parametrize(("provider", "env"), [("openai", "OPENAI_API_KEY"),
-                                               ("anthropic", "ANTHROPIC_API_KEY")])  # fmt: skip
+                                               ("openai-responses", "OPENAI_API_KEY"),
+                                               ("anthropic", "ANTHROPIC_API_KEY"),
+                                               ("gemini", "GEMINI_API_KEY")])  # fmt: skip
 async def test_a_missing_key_is_found_before_the_first_prompt(
     tmp_path: Path, provider: str, env: str
 ) -> None:
@@ -112,6 +117,33 @@ async def test_a_missing_key_is_found_before_the_first_prompt(
     assert "--api-key-file" in err
     assert out == ""
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("provider", "stream", "path", "env"),
+    [
+        ("openai-responses", "responses_text.sse", "/v1/responses", "OPENAI_API_KEY"),
+        (
+            "gemini",
+            "gemini_text.sse",
+            "/v1/models/m:streamGenerateContent?alt=sse",
+            "GEMINI_API_KEY",
+        ),
+    ],
+)
+async def test_the_responses_and_gemini_providers(
+    server: Server, tmp_path: Path, provider: str, stream: str, path: str, env: str
+) -> None:
+    server.add(recorded(stream))
+    code, out, err = await chat_cli(
+        "--provider", provider, *_local(server.url + "/v1", tmp_path),
+        env={**WITHOUT_KEYS, env: KEY},
+    )  # fmt: skip
+    assert code == 0, err
+    assert "The project is called tiny-pi" in out
+    [sent] = server.requests
+    assert sent.path == path
+    assert KEY in sent.headers.get("authorization", "") + sent.headers.get("x-goog-api-key", "")
 
 
 async def test_the_api_key_file_is_read(server: Server, tmp_path: Path) -> None:
@@ -418,6 +450,13 @@ def _result(path: Path) -> ToolResultMessage:
     return results[0]
 
 
+def _cost_lines(replies: int) -> list[str]:
+    """The line chat shows after a run of ``replies`` scripted OpenAI replies (50 prompt
+    and 20 output tokens each, on gpt-4.1): their price, when genai-prices is there."""
+    cost = Usage(input_tokens=50 * replies, output_tokens=20 * replies).cost("gpt-4.1", "openai")
+    return [f"  cost ${cost:.4f}"] if cost else []
+
+
 def _timeless(text: str) -> list[str]:
     """``text``'s lines with durations (``6.8 ms``, ``1.02 s``) and the temporary
     folder written as ``T`` and ``TMP``."""
@@ -440,6 +479,7 @@ async def test_a_write_runs_after_the_user_says_yes(server: Server, tmp_path: Pa
         "  batch: 1 call · wall T · critical path T · sum of calls T · peak concurrency 1",
         "",
         "assistant › Done.",
+        *_cost_lines(2),
         f"transcript: {path}",
     ]
     assert (tmp_path / "out.txt").read_text() == "written\n"
@@ -470,6 +510,7 @@ async def test_the_input_ending_while_a_call_waits_declines_it(
         "  batch: 0 calls · wall T · critical path T · sum of calls T · peak concurrency 0",
         "",
         "assistant › Done.",
+        *_cost_lines(2),
         f"transcript: {path}",
     ]
     assert not (tmp_path / "out.txt").exists()

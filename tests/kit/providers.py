@@ -32,10 +32,17 @@ from trio_agent import (
     ToolContext,
     UserMessage,
 )
-from trio_agent.providers import Anthropic, HTTPOptions, OpenAIChat, RetryPolicy
+from trio_agent.providers import (
+    Anthropic,
+    Gemini,
+    HTTPOptions,
+    OpenAIChat,
+    OpenAIResponses,
+    RetryPolicy,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     from tests.kit.http_server import Server
 
@@ -52,11 +59,31 @@ PNG = (
 KEY = "sk-test-9f8e7d6c5b4a39281706f5e4d3c2b1a0ZZ"
 
 
-def make_model(kind: str, url: str, **kwargs: Any) -> OpenAIChat | Anthropic:
+TEXT_STREAMS = {
+    "openai": "openai_text.sse",
+    "anthropic": "anthropic_text.sse",
+    "responses": "responses_text.sse",
+    "gemini": "gemini_text.sse",
+}
+"""Per provider, a recorded plain-text reply about tiny-pi (with a raw U+2028)."""
+
+KEY_ENVS = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "responses": "OPENAI_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+}
+
+
+def make_model(kind: str, url: str, **kwargs: Any) -> Any:
     kwargs.setdefault("http", FAST)
     kwargs.setdefault("api_key", KEY)
     if kind == "openai":
         return OpenAIChat("gpt-4.1", base_url=url + "/v1", **kwargs)
+    if kind == "responses":
+        return OpenAIResponses("gpt-5-mini", base_url=url + "/v1", **kwargs)
+    if kind == "gemini":
+        return Gemini("gemini-2.5-flash", base_url=url + "/v1beta", **kwargs)
     return Anthropic("claude-sonnet-4-5", base_url=url, **kwargs)
 
 
@@ -68,9 +95,7 @@ def request(text: str = "hi", **options: Any) -> ModelRequest:
     )
 
 
-async def collect(
-    model: OpenAIChat | Anthropic, req: ModelRequest | None = None
-) -> list[AssistantEvent]:
+async def collect(model: Any, req: ModelRequest | None = None) -> list[AssistantEvent]:
     with trio.fail_after(10):
         async with model.stream(req or request()) as events:
             out = [event async for event in events]
@@ -257,3 +282,22 @@ def two_round_trips(server: Server, kind: str) -> str:
         sse(reply("Done: hello world, 5.", []), split=64),
     )
     return p
+
+
+def decode_chunks(decoder: Any, chunks: Iterable[bytes]) -> Done | Error:
+    """Decode a body (sans-IO) the way a model's stream task does: the SSE decoder over
+    ``chunks``, the provider's ``decoder`` over its events, its terminal frame required."""
+    from trio_agent.providers._reply import StreamFault
+    from trio_agent.providers._sse import SSEDecoder
+
+    sse = SSEDecoder()
+    try:
+        for chunk in chunks:
+            for item in sse.feed(chunk):
+                decoder.feed(item)
+                if decoder.finished:
+                    result: Done | Error = decoder.finish()
+                    return result
+        raise StreamFault(f"the stream ended before {decoder.terminator}")
+    except StreamFault as fault:
+        return decoder.builder.fail(str(fault))

@@ -20,14 +20,24 @@ from tests.kit.http_server import (
     recorded,
     sse,
 )
-from tests.kit.providers import FAST, KEY, collect, final, make_model, request
+from tests.kit.providers import (
+    FAST,
+    KEY,
+    KEY_ENVS,
+    TEXT_STREAMS,
+    collect,
+    final,
+    make_model,
+    request,
+)
+from tests.kit.responses import Call, Message, Reply, events
 from trio_agent import Done, Error, Text, TextDelta
 from trio_agent.providers import RetryPolicy
 
 if TYPE_CHECKING:
     from tests.kit.http_server import Server
 
-PROVIDERS = ["openai", "anthropic"]
+PROVIDERS = ["openai", "anthropic", "responses", "gemini"]
 pytestmark = pytest.mark.parametrize("kind", PROVIDERS)
 
 
@@ -37,6 +47,12 @@ def partial(kind: str, text: str = "Hel") -> str:
         return frames(
             {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
         )
+    if kind == "gemini":
+        return frames({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}}]})
+    if kind == "responses":
+        # Up to the text delta: no done events, no terminal event.
+        stream = events(Reply(items=(Message((text,), id="msg_p"),), status=None, pieces=99))
+        return frames(*stream[:6], named=True)
     return frames(
         {"type": "message_start", "message": {"usage": {"input_tokens": 3}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
@@ -46,13 +62,20 @@ def partial(kind: str, text: str = "Hel") -> str:
 
 
 def error_body(kind: str, kind_name: str, message: str) -> dict[str, Any]:
-    if kind == "openai":
+    if kind == "gemini":
+        return {"error": {"code": 400, "message": message, "status": kind_name}}
+    if kind in ("openai", "responses"):
         return {"error": {"message": message, "type": kind_name, "param": None, "code": None}}
     return {"type": "error", "error": {"type": kind_name, "message": message}}
 
 
 def terminator(kind: str) -> str:
-    return "data: [DONE]" if kind == "openai" else "message_stop"
+    return {
+        "openai": "data: [DONE]",
+        "anthropic": "message_stop",
+        "responses": "response.completed",
+        "gemini": "a finishReason",
+    }[kind]
 
 
 async def failed(kind: str, url: str, **kwargs: Any) -> tuple[Error, str]:
@@ -77,7 +100,7 @@ async def test_http_401_without_a_key_says_how_to_set_one(kind: str, server: Ser
     _, text = await failed(kind, server.url, api_key="")
     assert "HTTP 401" in text
     assert "authentication_error" in text
-    assert ("OPENAI_API_KEY" if kind == "openai" else "ANTHROPIC_API_KEY") in text
+    assert KEY_ENVS[kind] in text
 
 
 async def test_http_5xx_is_retried_then_reported(kind: str, server: Server) -> None:
@@ -133,7 +156,7 @@ async def test_complete_reply_without_terminator_is_still_an_error(
     kind: str, server: Server
 ) -> None:
     # Everything but the terminator: the official SDKs accept this silently.
-    name = "openai_text.sse" if kind == "openai" else "anthropic_text.sse"
+    name = TEXT_STREAMS[kind]
     server.add(sse((STREAMS / name).read_text().rsplit("\n\n", 2)[0] + "\n\n"))
     last, message = await failed(kind, server.url)
     assert "tiny-pi" in last.message.text
@@ -149,6 +172,8 @@ async def test_malformed_json_frame(kind: str, server: Server) -> None:
 
 
 async def test_malformed_tool_arguments(kind: str, server: Server) -> None:
+    if kind == "gemini":
+        pytest.skip("Gemini sends a call's arguments as a JSON object, never as text")
     if kind == "openai":
         body = frames(
             {
@@ -170,6 +195,8 @@ async def test_malformed_tool_arguments(kind: str, server: Server) -> None:
             },
             "[DONE]",
         )
+    elif kind == "responses":
+        body = frames(*events(Reply(items=(Call("c1", "ls", "{x", id=""),))), named=True)
     else:
         body = frames(
             {"type": "message_start", "message": {"usage": {}}},
@@ -254,7 +281,7 @@ async def test_key_is_redacted_from_server_errors(kind: str, server: Server) -> 
 
 
 async def test_stream_split_into_single_bytes_decodes_the_same(kind: str, server: Server) -> None:
-    name = "openai_text.sse" if kind == "openai" else "anthropic_text.sse"
+    name = TEXT_STREAMS[kind]
     server.add(recorded(name), recorded(name, split=1))
     async with make_model(kind, server.url) as model:
         whole = final(await collect(model))
@@ -265,8 +292,7 @@ async def test_stream_split_into_single_bytes_decodes_the_same(kind: str, server
 
 
 async def test_crlf_and_cr_line_ends(kind: str, server: Server) -> None:
-    name = "openai_text.sse" if kind == "openai" else "anthropic_text.sse"
-    raw = (STREAMS / name).read_text()
+    raw = (STREAMS / TEXT_STREAMS[kind]).read_text()
     server.add(sse(raw.replace("\n", "\r\n"), split=7), sse(raw.replace("\n", "\r"), split=5))
     async with make_model(kind, server.url) as model:
         crlf = final(await collect(model))
@@ -284,7 +310,7 @@ async def test_leaving_the_stream_closes_the_connection(kind: str, server: Serve
         await r.wait_disconnect()
         left.set()
 
-    server.add(slow, recorded("openai_text.sse" if kind == "openai" else "anthropic_text.sse"))
+    server.add(slow, recorded(TEXT_STREAMS[kind]))
     async with make_model(kind, server.url) as model:
         with trio.fail_after(5):
             async with model.stream(request()) as events:

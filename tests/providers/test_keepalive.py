@@ -14,8 +14,9 @@ import trio
 
 from tests.kit.http_server import Received, Responder, frames
 from tests.kit.providers import FAST, check_protocol, final, make_model, request
+from tests.kit.responses import Message, Reply, events
 from trio_agent import Done, Error, Text, TextDelta, Thinking
-from trio_agent.providers import Anthropic, HTTPOptions, OpenAIChat
+from trio_agent.providers import Anthropic, Gemini, HTTPOptions, OpenAIChat, OpenAIResponses
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -23,13 +24,49 @@ if TYPE_CHECKING:
     from tests.kit.http_server import Server
     from trio_agent import AssistantEvent
 
-PROVIDERS = ["openai", "anthropic"]
+PROVIDERS = ["openai", "anthropic", "responses", "gemini"]
 # Short bounds for the tests: 0.4 s without a whole line, 1 s without progress.
 BOUNDS = attrs.evolve(FAST, idle_timeout=0.4, progress_timeout=1.0)
 
 
+def _responses_frames(head: bool, text: str) -> str:
+    """A Responses API text reply: its head (up to a first delta holding ``text``), or
+    its tail (a last delta holding ``text``, then the done events and the end)."""
+    stream = events(Reply(items=(Message(("x",), id=""),), pieces=99))
+    delta = dict(stream[4], delta=text)
+    return frames(*([*stream[:4], delta] if head else [delta, *stream[5:]]), named=True)
+
+
+def _gemini_frame(text: str, finish: str | None = None) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": text}]}}
+    if finish:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate]}
+
+
+def text_frames(kind: str, pieces: list[str]) -> str:
+    """Frames adding ``pieces`` to the open text block of a reply ``start`` began."""
+    if kind == "openai":
+        return frames(*[{"choices": [{"index": 0, "delta": {"content": p}}]} for p in pieces])
+    if kind == "responses":
+        return "".join(_responses_frames(False, p).split("\n\n", 1)[0] + "\n\n" for p in pieces)
+    if kind == "gemini":
+        return frames(*[_gemini_frame(p) for p in pieces])
+    return frames(
+        *[
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
+            for p in pieces
+        ],
+        named=True,
+    )
+
+
 def start(kind: str, text: str = "Hel") -> str:
     """The start of a reply: one text block holding ``text``."""
+    if kind == "responses":
+        return _responses_frames(True, text)
+    if kind == "gemini":
+        return frames(_gemini_frame(text))
     if kind == "openai":
         return frames({"choices": [{"index": 0, "delta": {"content": text}}]})
     return frames(
@@ -41,6 +78,10 @@ def start(kind: str, text: str = "Hel") -> str:
 
 
 def finish(kind: str, text: str = "lo") -> str:
+    if kind == "responses":
+        return _responses_frames(False, text)
+    if kind == "gemini":
+        return frames(_gemini_frame(text, "STOP"))
     if kind == "openai":
         return frames(
             {"choices": [{"index": 0, "delta": {"content": text}}]},
@@ -216,14 +257,9 @@ async def test_a_slow_consumer_is_not_taken_for_a_stalled_server(kind: str, serv
     """Time spent handing events to the consumer is not counted against the server."""
     pieces = [f"part {i} " for i in range(8)]
     if kind == "openai":
-        chunks = [{"choices": [{"index": 0, "delta": {"content": p}}]} for p in pieces]
-        body = frames(*chunks) + finish(kind, "")
+        body = text_frames(kind, pieces) + finish(kind, "")
     else:
-        deltas = [
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
-            for p in pieces
-        ]
-        body = start(kind, "") + frames(*deltas, named=True) + finish(kind, "")
+        body = start(kind, "") + text_frames(kind, pieces) + finish(kind, "")
 
     async def quick(request: Received, r: Responder) -> None:
         # Every delta in one chunk (read at once, then handed over one by one), the
@@ -251,7 +287,7 @@ async def test_a_slow_consumer_is_not_taken_for_a_stalled_server(kind: str, serv
 
 
 def test_the_defaults_bound_a_stream_that_does_not_move() -> None:
-    for model in (OpenAIChat("m"), Anthropic("m")):
+    for model in (OpenAIChat("m"), Anthropic("m"), OpenAIResponses("m"), Gemini("m")):
         assert model.options.idle_timeout == 120.0
         assert model.options.progress_timeout == 300.0
     assert HTTPOptions(progress_timeout=None).progress_timeout is None

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.kit.http_server import Handler, Received, Responder, error, frames, recorded
-from tests.kit.providers import FAST, KEY, collect, final, make_model
+from tests.kit.providers import FAST, KEY, KEY_ENVS, TEXT_STREAMS, collect, final, make_model
 from trio_agent import Done, Error
 from trio_agent.providers import Anthropic, HTTPOptions, OpenAIChat, RetryPolicy
 from trio_agent.providers._secrets import MIN_RUN, Secret
@@ -23,8 +23,14 @@ from trio_agent.providers._secrets import MIN_RUN, Secret
 if TYPE_CHECKING:
     from tests.kit.http_server import Server
 
-PROVIDERS = ["openai", "anthropic"]
-STREAM = {"openai": "openai_text.sse", "anthropic": "anthropic_text.sse"}
+PROVIDERS = ["openai", "anthropic", "responses", "gemini"]
+STREAM = TEXT_STREAMS
+HEADER = {
+    "openai": "authorization",
+    "responses": "authorization",
+    "anthropic": "x-api-key",
+    "gemini": "x-goog-api-key",
+}
 # A key whose escaped forms differ from the raw one (JSON, repr, URL encoding).
 ODD_KEY = 'sk-odd"quote\\back/slash+plus=eq-0123456789abcdefXYZ'
 
@@ -60,7 +66,7 @@ def echo(key: str) -> str:
 
 
 def auth_header(kind: str, received: Received) -> str:
-    return received.headers["authorization" if kind == "openai" else "x-api-key"]
+    return received.headers[HEADER[kind]]
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)
@@ -107,12 +113,12 @@ async def test_whitespace_around_a_key_is_stripped(
     (and the error showed the key escaped). It is stripped when read: from the argument
     and from the environment."""
     padded = padding[0] + KEY + padding[1]
-    expected = f"Bearer {KEY}" if kind == "openai" else KEY
+    expected = f"Bearer {KEY}" if HEADER[kind] == "authorization" else KEY
     server.add(recorded(STREAM[kind]), recorded(STREAM[kind]))
     async with make_model(kind, server.url, api_key=padded) as model:
         events = await collect(model)
     assert isinstance(events[-1], Done), final(events).error_message
-    monkeypatch.setenv("OPENAI_API_KEY" if kind == "openai" else "ANTHROPIC_API_KEY", padded)
+    monkeypatch.setenv(KEY_ENVS[kind], padded)
     async with make_model(kind, server.url, api_key=None) as model:
         events = await collect(model)
     assert isinstance(events[-1], Done), final(events).error_message
@@ -219,7 +225,7 @@ def echo_fragments(
         elif "authorization" in request.headers:
             key = request.headers["authorization"].removeprefix("Bearer ")
         else:
-            key = request.headers["x-api-key"]
+            key = request.headers.get("x-api-key") or request.headers["x-goog-api-key"]
         message = fragments(key) + extra
         body = {"type": "error", "error": {"type": "invalid_key", "message": message}}
         if not mid_stream:

@@ -161,6 +161,14 @@ async def test_sequence_mode_replays_whatever_is_asked(tmp_path: Path) -> None:
     assert result.messages[-1] == recorded.messages[-1]
 
 
+def test_the_cache_option_counts_in_the_digest_only_when_set() -> None:
+    # A field added to ModelOptions after version 1 leaves old digests as they were.
+    plain = ModelRequest(system_prompt="s", messages=(UserMessage.text("x"),))
+    keyed = attrs.evolve(plain, options=ModelOptions(cache="k"))
+    off = attrs.evolve(plain, options=ModelOptions(cache=False))
+    assert len({request_digest(plain), request_digest(keyed), request_digest(off)}) == 3
+
+
 def test_differences_cover_every_field_and_ignore_timestamps() -> None:
     a = ModelRequest(
         system_prompt="s",

@@ -131,6 +131,7 @@ from ._messages import (
     make_result,
     result_message,
     sum_usage,
+    total_cost,
 )
 from ._model import REASONING_LEVELS, Model, ModelOptions, ModelRequest, ToolSpec
 from ._observer import (
@@ -196,6 +197,7 @@ from ._turn import (
     interrupted,
     natural_end,
     over_budget,
+    over_cost,
     runs_sequentially,
 )
 from ._validators import as_history, describe_value, is_str, one_of, seconds
@@ -357,6 +359,7 @@ __all__ = [
     "one_of",
     "open_deferral",
     "over_budget",
+    "over_cost",
     "parse_arguments",
     "parse_json",
     "plan_resume",
@@ -368,6 +371,7 @@ __all__ = [
     "sum_usage",
     "to_jsonable",
     "tool",
+    "total_cost",
     "transcript_violations",
     "trusted_context",
     "waiting_in",

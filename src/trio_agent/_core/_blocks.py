@@ -69,7 +69,8 @@ class Block:
             when a provider numbers them).
         parts: the fragments received, in order.
         held: a high surrogate held back by :meth:`add` until its low half arrives.
-        signature: a thinking block's signature fragments.
+        signature: a thinking block's signature fragments (a text block's opaque
+            provider token).
         redacted: a redacted thinking block (its opaque data is its signature).
         call_id: a tool call's id.
         name: a tool call's name.
@@ -138,7 +139,7 @@ class Block:
         """
         kind = self.kind
         if kind == TEXT:
-            return Text(text=self.text())
+            return Text(text=self.text(), signature=self._signature())
         if kind == THINKING:
             return Thinking(
                 thinking=self.text(), signature=self._signature(), redacted=self.redacted

@@ -330,6 +330,13 @@ class LoopConfig:
             reason ``usage_limit`` before the next request once the output tokens used
             so far have reached it. A single request may still go over (the budget is
             not sent to the model: use ``ModelOptions.max_tokens``).
+        max_cost: a budget in USD for one run: the run ends with reason
+            ``usage_limit`` before the next request once its replies cost that much
+            (each priced by its model and provider from the ``genai-prices`` table, the
+            ``cost`` extra; see ``Usage.cost``). A reply that cannot be priced (a model
+            the table does not know, or no ``genai-prices``) ends the run the same way:
+            a money budget that cannot be counted is not taken as unspent. A single
+            request may still go over.
         observer: told about the run, each model request and each tool call (e.g.
             ``trio_agent.telemetry.OpenTelemetry``); None observes nothing.
         approver: asked, while the run waits, about each call that would be deferred
@@ -384,6 +391,9 @@ class LoopConfig:
     )
     max_output_tokens: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
+    max_cost: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
     observer: Observer | None = None
     approver: Approver | None = None

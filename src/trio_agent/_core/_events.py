@@ -13,7 +13,14 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 import attrs
 
 from ._deferral import Deferral, DeferredCall
-from ._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
+from ._messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    total_cost,
+)
 
 __all__ = [
     "AgentEnd",
@@ -691,3 +698,11 @@ class AgentRunResult:
         """The calls that wait for a decision (empty unless the run ended
         ``deferred``)."""
         return () if self.deferral is None else self.deferral.calls
+
+    @property
+    def cost(self) -> float | None:
+        """What this run's replies cost in USD, each priced by its own model and
+        provider (see ``Usage.cost``); None if one of them cannot be priced (a model
+        the ``genai-prices`` table does not know, or the package is not installed).
+        Computed on each access."""
+        return total_cost(self.messages)

@@ -14,6 +14,8 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
+from ._cost import price
+
 __all__ = [
     "AssistantMessage",
     "ContentBlock",
@@ -159,6 +161,16 @@ class Usage:
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
+    def cost(self, model: str, provider: str = "") -> float | None:
+        """These tokens' price in USD on ``model`` served by ``provider`` (a provider
+        name such as ``openai``, ``anthropic``, ``gemini``), cache reads and writes
+        priced as such, from the ``genai-prices`` table (the ``cost`` extra).
+
+        Returns None — never a guess — when the table knows no such model or provider,
+        or ``genai-prices`` is not installed; 0.0 when no tokens were counted.
+        """
+        return price(self, model, provider)
+
     @property
     def prompt_tokens(self) -> int:
         """Every prompt token: input plus cache read and write."""
@@ -173,6 +185,20 @@ class Usage:
             + self.cache_read_tokens
             + self.cache_write_tokens
         )
+
+
+def total_cost(messages: Iterable[Message]) -> float | None:
+    """The summed price in USD of the assistant messages among ``messages``, each priced
+    by its own model and provider (see ``Usage.cost``); None if any of them cannot be
+    priced."""
+    total = 0.0
+    for message in messages:
+        if type(message) is AssistantMessage:
+            cost = price(message.usage, message.model, message.provider)
+            if cost is None:
+                return None
+            total += cost
+    return total
 
 
 def sum_usage(messages: Iterable[Message]) -> Usage:

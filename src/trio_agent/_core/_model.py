@@ -36,6 +36,13 @@ class ModelOptions:
         context_window: the model's context window in tokens, for a context policy
             (``LoopConfig.context``); None looks the model up in a table of known
             models (``trio_agent.context.context_window``). Never sent to the provider.
+        cache: prompt caching. None: the provider's default (Anthropic marks cache
+            breakpoints unless the model was made with ``prompt_cache=False``; OpenAI
+            caches long prompts by itself). False: no cache breakpoints. True: cache
+            breakpoints on the system prompt, the tool list and the last user turn
+            (Anthropic). A string: breakpoints too, and the cache key OpenAI routes
+            requests by (``prompt_cache_key``: requests sharing a long prefix and a key
+            hit the same cache). Cache reads and writes are counted in ``Usage``.
     """
 
     model: str | None = None
@@ -46,6 +53,7 @@ class ModelOptions:
     context_window: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )
+    cache: bool | str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -47,7 +47,8 @@
 #                       the first turn -> request_check, a later one -> limits;
 #                       else -> follow_up
 #      limits           steps = max_steps -> end "max_steps"; a token budget would be
-#                       exceeded -> end "usage_limit"; else -> next_check
+#                       exceeded, or the cost budget is spent -> end "usage_limit";
+#                       else -> next_check
 #      after_turn       the reply ends the run (the reply table) -> end with its
 #                       reason; else -> stop_hook
 #      after_follow_up  messages pending -> inner_loop; else -> end (natural_end)
@@ -135,7 +136,14 @@ from ._config import NextTurn, TurnContext, trusted_context
 from ._context import is_context_overflow
 from ._deferral import Deferral, DeferredCall
 from ._events import AgentRunResult
-from ._messages import NO_USAGE, AssistantMessage, CustomMessage, make_result, sum_usage
+from ._messages import (
+    NO_USAGE,
+    AssistantMessage,
+    CustomMessage,
+    make_result,
+    sum_usage,
+    total_cost,
+)
 from ._model import ModelRequest, ToolSpec
 from ._resumption import DECISIONS, DEFERRAL, deferral_data
 
@@ -166,6 +174,7 @@ __all__ = [
     "interrupted",
     "natural_end",
     "over_budget",
+    "over_cost",
     "overflowed",
     "runs_sequentially",
 ]
@@ -458,6 +467,13 @@ def over_budget(
     if max_input_tokens is not None and used.prompt_tokens + last_prompt_tokens > max_input_tokens:
         return True
     return max_output_tokens is not None and used.output_tokens >= max_output_tokens
+
+
+def over_cost(messages: Sequence[Message], max_cost: float) -> bool:
+    """Whether the replies among ``messages`` have spent ``max_cost`` USD, or one of
+    them cannot be priced (see ``LoopConfig.max_cost``)."""
+    cost = total_cost(messages)
+    return cost is None or cost >= max_cost
 
 
 class ToolIndex(NamedTuple):
@@ -790,8 +806,11 @@ class TurnMachine:
                     self.ending = "max_steps"
                     after = "end"
                 elif (
-                    config.max_input_tokens is not None or config.max_output_tokens is not None
-                ) and self._over_budget():
+                    (config.max_input_tokens is not None or config.max_output_tokens is not None)
+                    and self._over_budget()
+                ) or (
+                    config.max_cost is not None and over_cost(self.new_messages, config.max_cost)
+                ):
                     self.ending = "usage_limit"
                     after = "end"
             elif not self.pending:  # after_follow_up

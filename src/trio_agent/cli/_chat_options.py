@@ -20,7 +20,7 @@ import attrs
 from .._core import REASONING_LEVELS as MODEL_REASONING_LEVELS
 from .._core import Message, TranscriptFormatError, repair, transcript_violations
 from .._store import LoadedTranscript, Marker, load_transcript, write_transcript
-from ..providers import Anthropic, OpenAIChat
+from ..providers import Anthropic, Gemini, OpenAIChat, OpenAIResponses
 from ._common import holds_a_transcript, state_file
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ __all__ = [
     "COMPACT_POLICIES",
     "DEFAULT_URLS",
     "KEY_ENVS",
+    "PROVIDERS",
     "REASONING_LEVELS",
     "SYSTEM_PROMPT",
     "ChatTranscript",
@@ -48,26 +49,41 @@ COMPACT_POLICIES = ("summarize", "elide", "recent")
 """What ``--compact`` takes (see :func:`context_policy`)."""
 
 REASONING_LEVELS = ("off", *MODEL_REASONING_LEVELS)
-"""What ``--reasoning`` takes: the levels both providers know."""
+"""What ``--reasoning`` takes: the levels every provider knows."""
 
 SYSTEM_PROMPT = (
     "You are a coding agent working in the folder {folder}. Use the tools to look at and "
     "change files there. Be concise."
 )
-DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
-KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "openai-responses": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com/v1beta",
+}
+KEY_ENVS = {
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+}
+PROVIDERS = tuple(DEFAULT_URLS)
+"""What ``--provider`` takes: ``openai`` (chat completions, also vLLM, llama.cpp,
+Ollama), ``openai-responses`` (the Responses API), ``anthropic``, ``gemini``."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Give ``parser`` the command's description, epilog and options."""
     parser.description = (
         "Chat with a real model (an OpenAI-compatible server — OpenAI, vLLM, llama.cpp, "
-        "Ollama — or Anthropic) that can use the workspace tools on a folder. Text typed "
+        "Ollama —, OpenAI's Responses API, Anthropic or Google Gemini) that can use the "
+        "workspace tools on a folder. Text typed "
         "during a run steers it; Ctrl-C aborts the run, a second Ctrl-C exits; Ctrl-D or "
         "/exit leaves after the current run."
     )
     parser.epilog = (
-        "The API key comes from --api-key-file, else OPENAI_API_KEY or ANTHROPIC_API_KEY; "
+        "The API key comes from --api-key-file, else OPENAI_API_KEY (openai, "
+        "openai-responses), ANTHROPIC_API_KEY or GEMINI_API_KEY; "
         "it is checked before the first prompt when --base-url is the provider's own API "
         "(a local server may need none). Calls of write, edit and bash are shown and wait "
         "for 'y' unless --yes; when stdin is not a terminal they are refused without --yes. "
@@ -83,9 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--provider",
-        choices=("openai", "anthropic"),
+        choices=PROVIDERS,
         default="openai",
-        help="the API's dialect (default: openai)",
+        help=(
+            "the API's dialect: openai (chat completions), openai-responses (the "
+            "Responses API), anthropic, gemini (default: openai)"
+        ),
     )
     parser.add_argument("--model", required=True, metavar="NAME", help="the model name")
     parser.add_argument(
@@ -344,13 +363,17 @@ def api_key(args: argparse.Namespace) -> str | None:
     return key
 
 
-def make_model(args: argparse.Namespace) -> OpenAIChat | Anthropic:
+def make_model(args: argparse.Namespace) -> OpenAIChat | OpenAIResponses | Anthropic | Gemini:
     """The model the arguments name. Raises ValueError for a bad ``--base-url`` or a
     missing key (see :func:`api_key`)."""
     base_url = args.base_url or DEFAULT_URLS[args.provider]
     key = api_key(args)
     if args.provider == "openai":
         return OpenAIChat(args.model, base_url=base_url, api_key=key)
+    if args.provider == "openai-responses":
+        return OpenAIResponses(args.model, base_url=base_url, api_key=key)
+    if args.provider == "gemini":
+        return Gemini(args.model, base_url=base_url, api_key=key)
     return Anthropic(args.model, base_url=base_url, api_key=key)
 
 

@@ -28,6 +28,7 @@ from .._core import (
     LoopConfig,
     Message,
     UserMessage,
+    total_cost,
 )
 from .._core import events as ev
 from ._chat_options import KEY_ENVS
@@ -82,6 +83,9 @@ async def _display(
                 session.exit_code = session.exit_code or 1
             if event.reason not in ("stop", "terminated", "aborted"):
                 view.line(view.s.dim(f"  (the run ended: {event.reason})"))
+            cost = total_cost(event.messages)
+            if cost:  # None (not priced) and 0 (no tokens counted) show nothing
+                view.line(view.s.dim(f"  cost ${cost:.4f}"))
 
 
 def _approver(

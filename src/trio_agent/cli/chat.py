@@ -58,14 +58,14 @@ if TYPE_CHECKING:
 
     from .._core import Model, Tool
     from ..mcp import McpServer
-    from ..providers import Anthropic, OpenAIChat
+    from ..providers import Anthropic, Gemini, OpenAIChat, OpenAIResponses
 
 __all__ = ["add_arguments", "run", "run_chat"]
 
 
 async def _main(
     args: argparse.Namespace,
-    model: OpenAIChat | Anthropic,
+    model: OpenAIChat | OpenAIResponses | Anthropic | Gemini,
     folder: str,
     session: ChatTranscript,
     servers: Sequence[McpServer] = (),
@@ -85,7 +85,7 @@ async def _main(
 
 async def _chat(
     args: argparse.Namespace,
-    model: OpenAIChat | Anthropic,
+    model: OpenAIChat | OpenAIResponses | Anthropic | Gemini,
     folder: str,
     session: ChatTranscript,
     extra_tools: Sequence[Tool],

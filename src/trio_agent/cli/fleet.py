@@ -250,10 +250,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _usage(str(exc))
     retried = f", {summary.retried:,} retried" if summary.retried else ""
+    cost = "" if summary.cost is None else f"${summary.cost:.4f}; "
     print(
         f"{summary.total:,} tasks: {summary.done:,} done now ({summary.failed:,} failed, "
         f"{summary.resumed:,} resumed{retried}), {summary.skipped:,} done before; "
-        f"{summary.usage.total:,} tokens; {summary.wall_time:.1f} s"
+        f"{summary.usage.total:,} tokens; {cost}{summary.wall_time:.1f} s"
     )
     print(f"results: {summary.results_path}")
     if summary.deferred:

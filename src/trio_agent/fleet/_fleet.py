@@ -165,6 +165,8 @@ class FleetSummary:
         wall_time: seconds this call took.
         retried: of ``done``, the tasks recorded failed before and run again
             (``retry_failed``).
+        cost: what this run's tasks cost in USD (their whole runs, as each result's
+            ``cost``); None when one of them could not be priced.
         still_failed: tasks of this fleet whose last line in ``results.jsonl`` is a
             failure — recorded by this run or an earlier one; ``retry_failed=True``
             runs them again. ``trio-agent fleet`` exits 1 while it is not 0.
@@ -183,6 +185,7 @@ class FleetSummary:
     retried: int = 0
     still_failed: int = 0
     deferred: int = 0
+    cost: float | None = 0.0
 
     @property
     def results_path(self) -> Path:
@@ -223,6 +226,7 @@ class _Driver:
         self.transcripts = transcripts
         self.counters = counters
         self.usage = [0, 0, 0, 0]
+        self.cost: float | None = 0.0
         self.seen: set[str] = set()
         self.retry_failed = retry_failed
         self.retrying: set[str] = set()  # recorded failed, handed out again, not back yet
@@ -247,6 +251,7 @@ class _Driver:
         self.usage[1] += u.output_tokens
         self.usage[2] += u.cache_read_tokens
         self.usage[3] += u.cache_write_tokens
+        self.cost = None if self.cost is None or result.cost is None else self.cost + result.cost
         if self.on_result is not None:
             self.on_result(result)
 
@@ -501,4 +506,5 @@ async def run_fleet(
         retried=driver.retried,
         still_failed=driver.still_failed(),
         deferred=sum(1 for task_id in log.deferred if task_id in driver.seen),
+        cost=driver.cost,
     )

@@ -126,8 +126,9 @@ class TaskSetup:
         config: hooks and limits; every limit counts across resumptions: a task
             resumed after 3 steps gets ``max_steps - 3`` more, and one whose replies
             so far used 2,000 output tokens gets ``max_output_tokens - 2000`` more (the
-            same for ``max_input_tokens``); a task resumed with a limit already spent
-            is recorded (``max_steps``, ``usage_limit``) without a request.
+            same for ``max_input_tokens`` and ``max_cost``); a task resumed with a limit
+            already spent is recorded (``max_steps``, ``usage_limit``) without a
+            request.
     """
 
     model: Model
@@ -159,6 +160,9 @@ class TaskResult:
         deferred: the ids of the calls that wait for a decision (reason ``deferred``):
             answer them with ``run_fleet(..., decisions=...)`` (``trio-agent fleet
             --decisions FILE.jsonl``).
+        cost: what the run's replies cost in USD, over every resumption, each priced
+            by its model and provider from the ``genai-prices`` table (the ``cost``
+            extra); None when one cannot be priced.
     """
 
     id: str
@@ -170,6 +174,7 @@ class TaskResult:
     transcript: str
     resumed: bool = False
     deferred: tuple[str, ...] = ()
+    cost: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -189,6 +194,7 @@ class TaskResult:
             "transcript": self.transcript,
             "resumed": self.resumed,
             **({"deferred": list(self.deferred)} if self.deferred else {}),
+            "cost": self.cost,
         }
 
     @classmethod
@@ -208,6 +214,7 @@ class TaskResult:
             transcript=data["transcript"],
             resumed=data.get("resumed", False),
             deferred=tuple(data.get("deferred", ())),
+            cost=data.get("cost"),
         )
 
 

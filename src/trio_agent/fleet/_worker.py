@@ -76,7 +76,7 @@ from trio_agent import (
     write_transcript,
 )
 
-from .._core import open_deferral, over_budget, seconds, sum_usage
+from .._core import open_deferral, over_budget, over_cost, seconds, sum_usage, total_cost
 from .._store import FsyncMode, Marker, carry_markers
 from ._task import (
     DEFERRED,
@@ -233,6 +233,7 @@ def _result(
         reason=reason,
         steps=sum(1 for m in run_messages if type(m) is AssistantMessage),
         usage=sum_usage(run_messages),
+        cost=total_cost(run_messages),
         wall_time=time.perf_counter() - started,
         error=error,
         transcript=transcript_relpath(task.id),
@@ -433,13 +434,18 @@ def _limits_left(
     ``max_steps``; the output tokens used have reached ``max_output_tokens``, or the
     prompt tokens used plus those of the last reply's request exceed
     ``max_input_tokens`` (``over_budget``). What is left is each limit minus what was
-    used, so that the resumed run stops where the uninterrupted one would have (an input
+    used (and the cost budget less what was spent, ``over_cost``), so that the resumed
+    run stops where the uninterrupted one would have (an input
     budget is kept at 1 at least, the least ``LoopConfig`` takes, when a last reply
     without usage leaves it at exactly 0).
     """
     if steps >= config.max_steps:
         return "max_steps"
     config = attrs.evolve(config, max_steps=config.max_steps - steps)
+    if config.max_cost is not None:
+        if over_cost(run_part, config.max_cost):
+            return "usage_limit"
+        config = attrs.evolve(config, max_cost=config.max_cost - (total_cost(run_part) or 0.0))
     if config.max_input_tokens is None and config.max_output_tokens is None:
         return config
     used = sum_usage(run_part)

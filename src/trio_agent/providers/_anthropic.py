@@ -36,9 +36,9 @@ from .._core import (
     Usage,
     UserMessage,
 )
-from ._history import normalize_id, prepare
+from ._history import merge_turn, normalize_id, prepare
 from ._http import HTTPModel
-from ._reply import ReplyBuilder, StreamFault
+from ._reply import ReplyBuilder, StreamFault, json_frame, str_field
 from ._session import describe_error
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ._options import HTTPOptions
     from ._sse import SSEEvent
 
-__all__ = ["THINKING_BUDGETS", "Anthropic", "anthropic_messages"]
+__all__ = ["THINKING_BUDGETS", "Anthropic", "anthropic_messages", "thinking_budget"]
 
 API_VERSION = "2023-06-01"
 
@@ -71,9 +71,11 @@ class Anthropic(HTTPModel):
             error message.
         max_tokens: ``max_tokens`` when ``ModelOptions.max_tokens`` is not set (the API
             requires one). With thinking on, the thinking budget is added to it.
-        prompt_cache: mark the system prompt and the last user turn as cache
-            breakpoints (``cache_control``), so a long agent run re-reads its history
-            from the prompt cache.
+        prompt_cache: mark cache breakpoints (``cache_control``) when
+            ``ModelOptions.cache`` is None: on the system prompt, the last tool, the last
+            user turn and the user turn before it (at most 4, the API's limit), so a long
+            agent run re-reads its history from the prompt cache. ``ModelOptions.cache``
+            False or True overrides it per request.
         headers: extra request headers (``anthropic-beta``...); their values are kept
             out of error texts as the key is.
         http: timeouts, pool limits and retries.
@@ -113,16 +115,17 @@ class Anthropic(HTTPModel):
             ValueError: ``ModelOptions.reasoning`` is not a known level or a number.
         """
         options = request.options
+        cache = self._cache if options.cache is None else bool(options.cache)
         history = prepare(request.messages, provider=self.provider, normalize_id=_fit_id)
         body: dict[str, Any] = {
             "model": options.model or self.model,
             "max_tokens": options.max_tokens or self._max_tokens,
-            "messages": anthropic_messages(history, self.provider, cache=self._cache),
+            "messages": anthropic_messages(history, self.provider, cache=cache),
             "stream": True,
         }
         if request.system_prompt:
             system: dict[str, Any] = {"type": "text", "text": request.system_prompt}
-            if self._cache:
+            if cache:
                 system["cache_control"] = dict(_EPHEMERAL)
             body["system"] = [system]
         if request.tools:
@@ -134,7 +137,10 @@ class Anthropic(HTTPModel):
                 }
                 for tool in request.tools
             ]
-        budget = _budget(options.reasoning)
+            if cache:
+                # The tool list comes first in the prompt: one breakpoint caches it all.
+                body["tools"][-1]["cache_control"] = dict(_EPHEMERAL)
+        budget = thinking_budget(options.reasoning)
         if budget is not None:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
             body["max_tokens"] += budget
@@ -161,7 +167,12 @@ def _fit_id(call_id: str) -> str:
     return normalize_id(call_id, max_length=64, pattern=r"[^a-zA-Z0-9_-]")
 
 
-def _budget(level: str | None) -> int | None:
+def thinking_budget(level: str | None) -> int | None:
+    """The thinking budget in tokens for ``ModelOptions.reasoning`` (None: no thinking).
+
+    Raises:
+        ValueError: ``level`` is not a known level, ``off`` or a number.
+    """
     if level is None or level == "off":
         return None
     if level in THINKING_BUDGETS:
@@ -231,23 +242,16 @@ def anthropic_messages(
     The results of one assistant message go, in order, as ``tool_result`` blocks of the
     next user turn (followed by any user message that came after them: consecutive
     turns of one role are merged, as the API would do). With ``cache`` the last block of
-    a final user turn is a cache breakpoint.
+    the last user turn, and of the user turn before it, are cache breakpoints: the
+    second is where the previous request of an agent run put its last one, so its
+    cached prefix is found again however many blocks were added since.
     """
     out: list[dict[str, Any]] = []
-
-    def push(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-
     for message in history:
         if type(message) is UserMessage:
-            push("user", _blocks(message.content))
+            merge_turn(out, "user", "content", _blocks(message.content))
         elif type(message) is AssistantMessage:
-            push("assistant", _assistant_blocks(message, provider))
+            merge_turn(out, "assistant", "content", _assistant_blocks(message, provider))
         elif type(message) is ToolResultMessage:
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
             content = _blocks(message.content)
@@ -255,10 +259,11 @@ def anthropic_messages(
                 result["content"] = content
             if message.is_error:
                 result["is_error"] = True
-            push("user", [result])
-    if cache and out and out[-1]["role"] == "user":
-        last = out[-1]["content"][-1]
-        out[-1]["content"][-1] = {**last, "cache_control": dict(_EPHEMERAL)}
+            merge_turn(out, "user", "content", [result])
+    if cache:
+        users = [turn for turn in out if turn["role"] == "user"][-2:]
+        for turn in users:
+            turn["content"][-1] = {**turn["content"][-1], "cache_control": dict(_EPHEMERAL)}
     return out
 
 
@@ -296,15 +301,6 @@ _STOP: Mapping[str, StopReason] = {
 }
 
 
-def _str(mapping: Mapping[str, Any], key: str) -> str:
-    value = mapping.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise StreamFault(f"malformed stream event: {key!r} is not a string")
-    return value
-
-
 class _Decoder:
     """Messages API stream events → assistant events (sans-IO)."""
 
@@ -317,14 +313,7 @@ class _Decoder:
         self._ignored: set[int] = set()
 
     def feed(self, event: SSEEvent) -> list[ev.AssistantEvent]:
-        try:
-            data = json.loads(event.data)
-        except ValueError as exc:
-            raise StreamFault(
-                f"malformed JSON in a stream frame ({exc}): {event.data[:200]!r}"
-            ) from None
-        if not isinstance(data, dict):
-            raise StreamFault(f"unexpected stream frame (not a JSON object): {event.data[:200]!r}")
+        data = json_frame(event.data)
         kind = data.get("type") or event.event
         b = self.builder
         if kind == "content_block_delta":
@@ -334,17 +323,17 @@ class _Decoder:
                 return []
             dtype = delta.get("type")
             if dtype == "text_delta":
-                return b.text(index, _str(delta, "text"))
+                return b.text(index, str_field(delta, "text"))
             if dtype == "input_json_delta":
                 if not b.is_open(index):
                     raise StreamFault(
                         f"input_json_delta for block {index}, which is not a tool call"
                     )
-                return b.call_delta(index, _str(delta, "partial_json"))
+                return b.call_delta(index, str_field(delta, "partial_json"))
             if dtype == "thinking_delta":
-                return b.thinking(index, _str(delta, "thinking"))
+                return b.thinking(index, str_field(delta, "thinking"))
             if dtype == "signature_delta":
-                return b.signature(index, _str(delta, "signature"))
+                return b.signature(index, str_field(delta, "signature"))
             return []
         if kind == "content_block_start":
             return self._block_start(data)
@@ -389,17 +378,17 @@ class _Decoder:
         btype = block.get("type")
         self._ignored.discard(index)
         if btype == "text":
-            return b.text(index, _str(block, "text"))
+            return b.text(index, str_field(block, "text"))
         if btype == "thinking":
-            out = b.thinking(index, _str(block, "thinking"))
-            signature = _str(block, "signature")
+            out = b.thinking(index, str_field(block, "thinking"))
+            signature = str_field(block, "signature")
             if signature:
                 out.extend(b.signature(index, signature))
             return out
         if btype == "redacted_thinking":
-            return b.redacted_thinking(index, _str(block, "data"))
+            return b.redacted_thinking(index, str_field(block, "data"))
         if btype == "tool_use":
-            out = b.call_start(index, _str(block, "id"), _str(block, "name"))
+            out = b.call_start(index, str_field(block, "id"), str_field(block, "name"))
             initial = block.get("input")
             if isinstance(initial, Mapping) and initial:
                 # Input given whole at the start (no input_json_delta will follow).

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -28,7 +28,7 @@ from .._core import AssistantMessage, Message, Text, ToolCall, ToolResultMessage
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["NO_RESULT", "normalize_id", "prepare"]
+__all__ = ["NO_RESULT", "merge_turn", "normalize_id", "prepare"]
 
 NO_RESULT = "No result provided"
 
@@ -114,3 +114,15 @@ def _renumber(
                 changed = True
         content.append(block)
     return attrs.evolve(message, content=tuple(content)) if changed else message
+
+
+def merge_turn(out: list[dict[str, Any]], role: str, field: str, items: list[Any]) -> None:
+    """Append a turn of ``role`` holding ``items`` (under ``field``) to ``out``, merged
+    into the last turn when that one has the same role (the APIs that want user and
+    model turns to alternate take consecutive ones as one). Nothing for no items."""
+    if not items:
+        return
+    if out and out[-1]["role"] == role:
+        out[-1][field].extend(items)
+    else:
+        out.append({"role": role, field: items})

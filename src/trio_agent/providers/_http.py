@@ -289,6 +289,11 @@ class HTTPModel:
     def _decoder(self, builder: ReplyBuilder) -> Decoder:
         raise NotImplementedError
 
+    def _request_path(self, request: ModelRequest) -> str:
+        """Where ``request`` goes, under ``base_url`` (``_path`` unless a provider
+        puts the model name in it)."""
+        return self._path
+
     def _prepare(self, request: ModelRequest, builder: ReplyBuilder) -> Prepared:
         headers = dict(self._headers)
         if self._session.secret:
@@ -296,7 +301,7 @@ class HTTPModel:
         # Lone surrogates (from bad input) cannot be encoded: send U+FFFD instead.
         body = json.dumps(self.request_body(request), ensure_ascii=False)
         return Prepared(
-            path=self._path,
+            path=self._request_path(request),
             headers=headers,
             body=body.encode("utf-8", errors="replace"),
             decoder=self._decoder(builder),

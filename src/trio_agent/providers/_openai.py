@@ -38,7 +38,7 @@ from .._core import (
 )
 from ._history import normalize_id, prepare
 from ._http import HTTPModel
-from ._reply import ReplyBuilder, StreamFault
+from ._reply import ReplyBuilder, StreamFault, json_frame
 from ._session import describe_error
 
 if TYPE_CHECKING:
@@ -74,8 +74,9 @@ class OpenAIChat(HTTPModel):
             ``max_completion_tokens`` (OpenAI) or ``max_tokens`` (older servers).
         http: timeouts, pool limits and retries.
 
-    ``ModelOptions.reasoning`` is sent as ``reasoning_effort``, ``extra`` is merged into
-    the request body. Use ``async with OpenAIChat(...) as model:`` (or ``aclose()``) to
+    ``ModelOptions.reasoning`` is sent as ``reasoning_effort``, a string ``cache`` as
+    ``prompt_cache_key``, ``extra`` is merged into the request body. Use
+    ``async with OpenAIChat(...) as model:`` (or ``aclose()``) to
     close its connections.
     """
 
@@ -133,6 +134,8 @@ class OpenAIChat(HTTPModel):
             body["temperature"] = options.temperature
         if options.reasoning is not None and options.reasoning != "off":
             body["reasoning_effort"] = options.reasoning
+        if isinstance(options.cache, str):
+            body["prompt_cache_key"] = options.cache
         body.update(options.extra)
         return body
 
@@ -280,12 +283,7 @@ class _Decoder:
         if data.strip() == "[DONE]":
             self.finished = True
             return self.builder.close_all()
-        try:
-            chunk = json.loads(data)
-        except ValueError as exc:
-            raise StreamFault(f"malformed JSON in a stream frame ({exc}): {data[:200]!r}") from None
-        if not isinstance(chunk, dict):
-            raise StreamFault(f"unexpected stream frame (not a JSON object): {data[:200]!r}")
+        chunk = json_frame(data)
         if chunk.get("error") or chunk.get("object") == "error":
             raise StreamFault(
                 f"the server reported an error mid-stream: {describe_error(chunk) or data[:200]}"

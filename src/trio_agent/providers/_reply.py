@@ -24,7 +24,8 @@ the final message hold 😀, never its halves. A half that stays alone is kept a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any
 
 from .._core import (
     CALL,
@@ -43,13 +44,42 @@ from .._core import (
 from .._core import events as ev
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
+    from collections.abc import Hashable, Mapping
 
-__all__ = ["ReplyBuilder", "StreamFault"]
+__all__ = ["ReplyBuilder", "StreamFault", "json_frame", "str_field"]
 
 
 class StreamFault(Exception):
     """The reply cannot go on; ``str(fault)`` is the message for ``error_message``."""
+
+
+def json_frame(data: str) -> dict[str, Any]:
+    """A stream frame's ``data``, which must be a JSON object.
+
+    Raises:
+        StreamFault: it is not JSON, or not an object (the message quotes its start).
+    """
+    try:
+        value = json.loads(data)
+    except ValueError as exc:
+        raise StreamFault(f"malformed JSON in a stream frame ({exc}): {data[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise StreamFault(f"unexpected stream frame (not a JSON object): {data[:200]!r}")
+    return value
+
+
+def str_field(mapping: Mapping[str, Any], key: str) -> str:
+    """``mapping[key]`` as a string ("" when absent or null).
+
+    Raises:
+        StreamFault: it is there but not a string.
+    """
+    value = mapping.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise StreamFault(f"malformed stream event: {key!r} is not a string")
+    return value
 
 
 class ReplyBuilder:
@@ -112,6 +142,12 @@ class ReplyBuilder:
         out: list[ev.AssistantEvent] = []
         self._get(key, THINKING, out).signature.append(fragment)
         return out
+
+    def set_signature(self, key: Hashable, token: str) -> None:
+        """Set (replace) the opaque provider token of open text or thinking block
+        ``key``: its ``signature``, sent back with it."""
+        block = self._open[key]
+        block.signature = [token]
 
     def redacted_thinking(self, key: Hashable, data: str) -> list[ev.AssistantEvent]:
         """A redacted thinking block: opaque ``data``, kept as its signature."""

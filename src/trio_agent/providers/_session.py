@@ -43,7 +43,8 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 
 
 def describe_error(payload: Any) -> str | None:
-    """The human part of an API's error object (OpenAI, Anthropic, vLLM, Ollama shapes).
+    """The human part of an API's error object (OpenAI, Anthropic, Gemini, vLLM, Ollama
+    shapes).
 
     Returns ``"<type>: <message>"`` (or just the message), None if there is none.
     """
@@ -55,7 +56,7 @@ def describe_error(payload: Any) -> str | None:
     if not isinstance(error, Mapping):
         return None
     message = error.get("message")
-    kind = error.get("type") or error.get("code")
+    kind = error.get("type") or error.get("status") or error.get("code")
     if isinstance(message, Mapping | list):
         message = json.dumps(message)
     if not message:
