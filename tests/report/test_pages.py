@@ -70,8 +70,42 @@ def test_a_transcript_without_timings_or_pairing_still_renders(tmp_path: Path) -
     assert t["runs"] == []
     assert not t["verdict"]["paired"]
     assert t["verdict"]["violations"]
+    assert t["total"]["cost"] == 0.0  # no token was counted: nothing to pay, whatever the model
+
+
+def test_without_prices_each_request_is_priced_by_its_model_from_the_table(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("genai_prices")
+    path = tmp_path / "t.jsonl"
+    known = Usage(input_tokens=1_000, output_tokens=200, cache_read_tokens=500)
+    priced = AssistantMessage(
+        content=(Text(text="a"),),
+        stop_reason="stop",
+        model="gpt-4.1",
+        provider="openai",
+        usage=known,
+    )
+    unknown = AssistantMessage(
+        content=(Text(text="b"),),
+        stop_reason="stop",
+        model="no-such-model",
+        provider="llama.cpp",
+        usage=Usage(input_tokens=3),
+    )
+    write_transcript(path, [user(), priced], fsync=False)
+    (t,) = page_data(transcript_report([path]))["transcripts"]
+    assert t["priced"]
+    expected = known.cost("gpt-4.1", "openai")
+    assert expected is not None
+    assert expected > 0
+    assert t["requests"][0]["usage"]["cost"] == pytest.approx(expected)
+    assert t["total"]["cost"] == pytest.approx(expected)
+    # A request the table cannot price shows no cost, and the total is none: never a guess.
+    write_transcript(path, [user(), priced, user(), unknown], fsync=False)
+    (t,) = page_data(transcript_report([path]))["transcripts"]
+    assert [r["usage"]["cost"] is None for r in t["requests"]] == [False, True]
     assert t["total"]["cost"] is None
-    assert not t["priced"]
 
 
 def test_the_command_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Write one self-contained HTML page (no network, no external script or font) of "
         "JSONL transcripts: the pairing check's verdict, each run as a timeline of model "
         "requests and tool calls (when the transcript has timings, as the trio-agent "
-        "commands write them), the batches' statistics, usage (and cost, with --prices), "
+        "commands write them), the batches' statistics, usage and cost, "
         "and the conversation. Given a fleet's output folder instead (one holding "
         "results.jsonl), a summary page of its tasks, with the slowest and failed ones "
         "linking to their own reports (written into OUT's stem + '-tasks/')."
@@ -66,7 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=parse_prices,
         metavar="IN,OUT[,CR[,CW]]",
         help="dollars per million input, output, cache-read and cache-write "
-        "tokens: show the cost of each request and in total",
+        "tokens, to price every request with (default: each request's model priced "
+        "from the genai-prices table when it knows it; a request it does not know "
+        "shows no cost)",
     )
     parser.add_argument(
         "--slowest",

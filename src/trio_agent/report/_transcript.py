@@ -24,6 +24,7 @@ from .._core import (
     check_transcript,
     message_to_json,
     sum_usage,
+    total_cost,
 )
 from .._store import TIMINGS
 
@@ -41,7 +42,9 @@ PREVIEW: Final = 4000
 
 @attrs.frozen(kw_only=True)
 class Prices:
-    """What tokens cost, in dollars per million tokens (cost is shown only with prices).
+    """What tokens cost, in dollars per million tokens: given, they price every request
+    (without them each is priced by its model from the ``genai-prices`` table, when it
+    is installed and knows the model).
 
     Attributes:
         input: a prompt token read without the cache.
@@ -65,10 +68,10 @@ class Prices:
         ) / 1e6
 
 
-def _usage(usage: Usage, prices: Prices | None) -> dict[str, Any]:
+def _usage(usage: Usage, cost: float | None) -> dict[str, Any]:
     out: dict[str, Any] = attrs.asdict(usage)
     out["total"] = usage.total
-    out["cost"] = None if prices is None else round(prices.cost(usage), 6)
+    out["cost"] = None if cost is None else round(cost, 6)
     return out
 
 
@@ -102,7 +105,12 @@ def _requests(messages: Sequence[Message], prices: Prices | None) -> list[dict[s
                     "model": m.model,
                     "provider": m.provider,
                     "stop_reason": m.stop_reason,
-                    "usage": _usage(m.usage, prices),
+                    "usage": _usage(
+                        m.usage,
+                        m.usage.cost(m.model, m.provider)
+                        if prices is None
+                        else prices.cost(m.usage),
+                    ),
                 }
             )
     return out
@@ -208,13 +216,17 @@ def transcript_data(
     data reads back to the same messages.
     """
     messages = loaded.messages
+    requests = _requests(messages, prices)
+    usage = sum_usage(messages)
+    total = total_cost(messages) if prices is None else prices.cost(usage)
     return {
         "path": os.fspath(path),
         "messages": [json.loads(message_to_json(m)) for m in messages],
         "verdict": _verdict(messages),
         "torn_line": loaded.torn_line,
-        "requests": _requests(messages, prices),
-        "total": _usage(sum_usage(messages), prices),
-        "priced": prices is not None,
+        "requests": requests,
+        "total": _usage(usage, total),
+        # A cost column when any request has a price (an unpriced one shows a dash).
+        "priced": prices is not None or any(r["usage"]["cost"] is not None for r in requests),
         "runs": _runs(messages, loaded.markers),
     }
