@@ -26,6 +26,12 @@ from ._script_values import ReplyScript as ReplyScript
 from ._scripted import PausePoint as PausePoint
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import events_for as events_for
+from ._vllm import VLLMReply as VLLMReply
+from ._vllm import completion_ids as completion_ids
+from ._vllm import fake_logprobs as fake_logprobs
+from ._vllm import render_prompt as render_prompt
+from ._vllm import serve_fake_vllm as serve_fake_vllm
+from ._vllm import vllm_response as vllm_response
 
 # The strategies import Hypothesis, a test dependency. Type checkers see the real
 # functions; at run time the module ``__getattr__`` (PEP 562) imports ``_strategies`` on
@@ -93,15 +99,21 @@ __all__ = [
     "ScriptRig",
     "ScriptRun",
     "ScriptedModel",
+    "VLLMReply",
     "assert_run_invariants",
     "assistant_replies",
+    "completion_ids",
     "events_for",
+    "fake_logprobs",
     "faults",
     "json_values",
     "messages",
+    "render_prompt",
     "run_invariant_violations",
     "scripts",
+    "serve_fake_vllm",
     "tool_arguments",
     "tool_calls",
     "transcripts",
+    "vllm_response",
 ]
