@@ -45,6 +45,10 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # The benchmark workloads `trio-agent bench` runs, scripted with the test kit; one
     # of them times the telemetry edge.
     "_bench": LAYERS | {"testing", "telemetry"},
+    # Rollouts for training: trajectories from transcripts, runs with rewards, fleets.
+    "rollout": LAYERS | {"fleet", "providers"},
+    # The asyncio bridge (trio guest mode) runs rollouts.
+    "aio": LAYERS | {"rollout"},
     # The command line: every part (its demo is scripted with the test kit).
     "cli": LAYERS
     | {"providers", "tools", "mcp", "telemetry", "replay", "testing", "fleet", "_bench"},

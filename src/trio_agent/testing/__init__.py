@@ -47,6 +47,7 @@ _STRATEGIES = frozenset(
         "scripts",
         "tool_arguments",
         "tool_calls",
+        "tokenised_runs",
         "transcripts",
     }
 )
@@ -57,6 +58,7 @@ if typing.TYPE_CHECKING:
     from ._strategies import json_values as json_values
     from ._strategies import messages as messages
     from ._strategies import scripts as scripts
+    from ._strategies import tokenised_runs as tokenised_runs
     from ._strategies import tool_arguments as tool_arguments
     from ._strategies import tool_calls as tool_calls
     from ._strategies import transcripts as transcripts
@@ -112,6 +114,7 @@ __all__ = [
     "run_invariant_violations",
     "scripts",
     "serve_fake_vllm",
+    "tokenised_runs",
     "tool_arguments",
     "tool_calls",
     "transcripts",
