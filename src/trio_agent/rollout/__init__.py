@@ -10,13 +10,34 @@ training data:
   model's tokens, 0 for tool results and other environment tokens); a call whose prompt
   does not extend the previous prompt and completion starts a new sample and is reported
   as a :class:`PrefixBreak`. Exporters give the shapes verifiers, SkyRL and verl consume.
+- :func:`rollout` — ``trajectory, reward, transcript = await rollout(task, model, tools,
+  reward=fn)``: one run, scored.
+- :func:`run_rollouts` — a fleet in rollout mode: ``n`` samples per task (a GRPO group),
+  each scored, one line per sample in ``out/rollouts.jsonl``.
 
 The implementation lives in private modules; this module re-exports the public names.
 """
 
+from ._fleet import ROLLOUTS_FILE as ROLLOUTS_FILE
+from ._fleet import RolloutFleetSummary as RolloutFleetSummary
+from ._fleet import run_rollouts as run_rollouts
+from ._rollout import Reward as Reward
+from ._rollout import Rollout as Rollout
+from ._rollout import rollout as rollout
 from ._trajectory import CallSample as CallSample
 from ._trajectory import PrefixBreak as PrefixBreak
 from ._trajectory import Sample as Sample
 from ._trajectory import Trajectory as Trajectory
 
-__all__ = ["CallSample", "PrefixBreak", "Sample", "Trajectory"]
+__all__ = [
+    "ROLLOUTS_FILE",
+    "CallSample",
+    "PrefixBreak",
+    "Reward",
+    "Rollout",
+    "RolloutFleetSummary",
+    "Sample",
+    "Trajectory",
+    "rollout",
+    "run_rollouts",
+]

@@ -30,6 +30,7 @@ from ._vllm import VLLMReply as VLLMReply
 from ._vllm import completion_ids as completion_ids
 from ._vllm import fake_logprobs as fake_logprobs
 from ._vllm import render_prompt as render_prompt
+from ._vllm import scripted_policy as scripted_policy
 from ._vllm import serve_fake_vllm as serve_fake_vllm
 from ._vllm import vllm_response as vllm_response
 
@@ -112,6 +113,7 @@ __all__ = [
     "messages",
     "render_prompt",
     "run_invariant_violations",
+    "scripted_policy",
     "scripts",
     "serve_fake_vllm",
     "tokenised_runs",

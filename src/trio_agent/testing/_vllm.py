@@ -30,6 +30,7 @@ __all__ = [
     "completion_ids",
     "fake_logprobs",
     "render_prompt",
+    "scripted_policy",
     "serve_fake_vllm",
     "vllm_response",
 ]
@@ -188,6 +189,17 @@ def vllm_response(reply: VLLMReply, body: Mapping[str, Any], *, pieces: int = 3)
 
 
 Policy = Callable[[Mapping[str, Any]], VLLMReply]
+
+
+def scripted_policy(replies: Sequence[VLLMReply]) -> Policy:
+    """A policy answering the n-th request of a conversation (n = the assistant
+    messages its body holds) with ``replies[n]``, the last one once they run out."""
+
+    def policy(body: Mapping[str, Any]) -> VLLMReply:
+        n = sum(1 for m in body.get("messages", ()) if m.get("role") == "assistant")
+        return replies[min(n, len(replies) - 1)]
+
+    return policy
 
 
 async def _read_request(stream: trio.SocketStream, buf: bytearray) -> bytes | None:
