@@ -243,7 +243,7 @@ class Tokens:
 
     Raises:
         TypeError: an id is not an ``int`` or a log-probability not a number.
-        ValueError: an id is negative or above :data:`MAX_TOKEN_ID`, or there are
+        ValueError: an id is negative or above 2**32 - 1, or there are
             log-probabilities but not one per completion id.
     """
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["ROLLOUTS_FILE", "RolloutFleetSummary", "run_rollouts"]
 
 ROLLOUTS_FILE = "rollouts.jsonl"
+"""The name of the file in the output folder with one line per scored sample."""
 
 
 @attrs.frozen(kw_only=True)

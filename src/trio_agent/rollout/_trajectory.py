@@ -67,7 +67,7 @@ class Sample:
         loss_mask: per response token, 1 if the model generated it, else 0.
         logprobs: per response token, the model's log-probability (0.0 for
             environment tokens); None if a merged call had none captured.
-        calls: the indices (into :attr:`Trajectory.calls`) of the calls merged here.
+        calls: the indices (into ``Trajectory.calls``) of the calls merged here.
     """
 
     prompt_ids: tuple[int, ...]
@@ -82,7 +82,7 @@ class PrefixBreak:
     """A call whose prompt does not extend the sequence before it.
 
     Attributes:
-        call: the index (into :attr:`Trajectory.calls`) of the call that starts a new
+        call: the index (into ``Trajectory.calls``) of the call that starts a new
             sample.
         position: the first token position where its prompt and the sequence so far
             differ (the length of its prompt if the prompt is a shorter prefix).
