@@ -22,6 +22,7 @@ it releases the moment the last rollout arrives).
 Run from the checkout's root::
 
     .venv/bin/python -m benchmarks.bench_rollouts 1000 10000 [100000]
+    .venv/bin/python -m benchmarks.bench_rollouts --memory-only 10000   # memory only
 """
 
 from __future__ import annotations
@@ -71,6 +72,14 @@ def rss_kib() -> int:
     return 0
 
 
+def memory_only(measured: dict[str, Any]) -> None:
+    """With ``--memory-only``: report the in-flight memory and end the process there."""
+    if os.environ.get("BENCH_MEMORY_ONLY"):
+        print(json.dumps({**measured, "seconds": float("nan"), "cpu": float("nan"), "ok": 0}))
+        sys.stdout.flush()
+        os._exit(0)
+
+
 # --- the server ---------------------------------------------------------------------
 
 
@@ -113,6 +122,7 @@ def run_trio(url: str, n: int) -> dict[str, Any]:
         arrived += 1
         if arrived == n:
             measured["in_flight_kib"] = rss_kib()
+            memory_only(measured)
             release.set()
         await release.wait()
         return "hello"
@@ -186,6 +196,7 @@ def run_floor(url: str, n: int) -> dict[str, Any]:
             arrived += 1
             if arrived == n:
                 measured["in_flight_kib"] = rss_kib()
+                memory_only(measured)
                 release.set()
             await release.wait()
             return "hello"
@@ -309,6 +320,10 @@ def main(argv: list[str]) -> None:
         result = run_trio(url, n) if kind == "trio-agent" else run_floor(url, n)
         print(json.dumps(result))
         return
+    if "--memory-only" in argv:
+        # Stop each rollout process once every rollout is in flight: memory, no rates.
+        argv = [a for a in argv if a != "--memory-only"]
+        os.environ["BENCH_MEMORY_ONLY"] = "1"
     sizes = [int(a) for a in argv] or [1000, 10000]
     server = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.bench_rollouts", "--serve"],

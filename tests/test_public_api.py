@@ -16,6 +16,8 @@ PUBLIC_MODULES = [
     "trio_agent.mcp",
     "trio_agent.fleet",
     "trio_agent.telemetry",
+    "trio_agent.rollout",
+    "trio_agent.aio",
 ]
 
 

@@ -19,31 +19,8 @@ clean-up (a run pairs its transcript) before ``CancelledError`` propagates. A mo
 used from the loop it was first used on.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-from ..rollout import Rollout
-from ..rollout import rollout as _rollout
 from ._guest import aclose as aclose
 from ._guest import run as run
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from trio_agent import Message, Model, Tool
+from ._rollout import rollout as rollout
 
 __all__ = ["aclose", "rollout", "run"]
-
-
-async def rollout(
-    task: str | Sequence[Message], model: Model, tools: Sequence[Tool] = (), **kwargs: Any
-) -> Rollout:
-    """``trio_agent.rollout.rollout(task, model, tools, **kwargs)``, awaited from asyncio.
-
-    Takes the same arguments and returns the same :class:`~trio_agent.rollout.Rollout`
-    (``on_event`` and ``reward`` are called in the trio task: they may be plain functions
-    or trio coroutine functions, not asyncio ones). Cancelling the awaiting task cancels
-    the run; its transcript is paired before ``asyncio.CancelledError`` propagates.
-    """
-    return await run(lambda: _rollout(task, model, tools, **kwargs))

@@ -30,9 +30,9 @@ from ._trajectory import Sample as Sample
 from ._trajectory import Trajectory as Trajectory
 
 __all__ = [
-    "ROLLOUTS_FILE",
     "CallSample",
     "PrefixBreak",
+    "ROLLOUTS_FILE",
     "Reward",
     "Rollout",
     "RolloutFleetSummary",
