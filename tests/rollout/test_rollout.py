@@ -12,12 +12,13 @@ from tests.kit.providers import FAST, TOOLS
 from trio_agent import AssistantMessage, Message, check_transcript, load_transcript
 from trio_agent.fleet import FleetTask, TaskSetup
 from trio_agent.providers import OpenAIChat
-from trio_agent.rollout import ROLLOUTS_FILE, Trajectory, rollout, run_rollouts
+from trio_agent.rollout import Trajectory, rollout, run_rollouts
 from trio_agent.testing import VLLMReply, scripted_policy, serve_fake_vllm
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+ROLLOUTS_FILE = "rollouts.jsonl"
 REPLIES = (
     VLLMReply(text="Reading.", calls=(("call_1", "read", {"path": "a.txt"}),)),
     VLLMReply(text="Adding.", calls=(("call_2", "add", {"a": 2, "b": 3}),)),

@@ -18,7 +18,6 @@ training data:
 The implementation lives in private modules; this module re-exports the public names.
 """
 
-from ._fleet import ROLLOUTS_FILE as ROLLOUTS_FILE
 from ._fleet import RolloutFleetSummary as RolloutFleetSummary
 from ._fleet import run_rollouts as run_rollouts
 from ._rollout import Reward as Reward
@@ -32,7 +31,6 @@ from ._trajectory import Trajectory as Trajectory
 __all__ = [
     "CallSample",
     "PrefixBreak",
-    "ROLLOUTS_FILE",
     "Reward",
     "Rollout",
     "RolloutFleetSummary",
