@@ -54,6 +54,7 @@ COVERED = {
     "resume_after_crash.py",
     "property_test_my_tool.py",
     "mcp_tools.py",
+    "rollouts.py",
 }
 
 
@@ -103,6 +104,19 @@ def test_resume_after_a_real_crash(tmp_path: Path) -> None:
         "resumed: stop Deployed.",
         "on disk: ['user', 'assistant', 'tool_result', 'assistant', 'tool_result', 'assistant']",
     ]
+
+
+def test_rollouts(tmp_path: Path) -> None:
+    out = run_example("rollouts.py", str(tmp_path))
+    assert out.splitlines() == [
+        "reward 1.0, 6 messages, 3 model calls",
+        "merged sample: 32 prompt ids, 100 response ids, 88 of them the model's, 0 prefix breaks",
+        "verl fields: ['num_turns', 'prompt_ids', 'response_ids', 'response_logprobs', "
+        "'response_mask', 'reward_score']",
+        "rollouts.jsonl: 4 lines, group 'sum', rewards [1.0, 1.0, 1.0, 1.0]",
+        "from asyncio: 8 rollouts, rewards [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]",
+    ]
+    assert len((tmp_path / "rollouts.jsonl").read_text().splitlines()) == 4
 
 
 def test_mcp_tools_with_the_demo_server() -> None:

@@ -50,6 +50,10 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # HTML reports of transcripts, fleet folders (read as the fleet reads its results)
     # and benchmark results.
     "report": LAYERS | {"fleet"},
+    # Rollouts for training: trajectories from transcripts, runs with rewards, fleets.
+    "rollout": LAYERS | {"fleet", "providers"},
+    # The asyncio bridge (trio guest mode) runs rollouts.
+    "aio": LAYERS | {"rollout"},
     # The command line: every part (its demo is scripted with the test kit).
     "cli": LAYERS
     | {

@@ -18,6 +18,8 @@ PUBLIC_MODULES = [
     "trio_agent.telemetry",
     "trio_agent.report",
     "trio_agent.context",
+    "trio_agent.rollout",
+    "trio_agent.aio",
 ]
 
 

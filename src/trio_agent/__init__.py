@@ -118,6 +118,7 @@ from ._core import Thinking as Thinking
 from ._core import ThinkingDelta as ThinkingDelta
 from ._core import ThinkingEnd as ThinkingEnd
 from ._core import ThinkingStart as ThinkingStart
+from ._core import Tokens as Tokens
 from ._core import Tool as Tool
 from ._core import ToolCall as ToolCall
 from ._core import ToolCallDelta as ToolCallDelta
@@ -215,6 +216,7 @@ __all__ = [
     "ThinkingDelta",
     "ThinkingEnd",
     "ThinkingStart",
+    "Tokens",
     "Tool",
     "ToolCall",
     "ToolCallDelta",

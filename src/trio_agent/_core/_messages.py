@@ -25,6 +25,7 @@ __all__ = [
     "StopReason",
     "Text",
     "Thinking",
+    "Tokens",
     "ToolCall",
     "ToolResultMessage",
     "Usage",
@@ -224,6 +225,67 @@ NO_USAGE = Usage()
 """No tokens counted (one shared, immutable instance)."""
 
 
+MAX_TOKEN_ID = 2**32 - 1
+"""The largest token id a transcript stores (ids are written as unsigned 32-bit
+integers; every tokenizer's vocabulary is far smaller)."""
+
+
+def _token_ids(value: Any) -> tuple[int, ...]:
+    ids = value if type(value) is tuple else tuple(value)
+    for i in ids:
+        if type(i) is not int:
+            raise TypeError(f"a token id must be an int, got {type(i).__name__}")
+    if ids and (min(ids) < 0 or max(ids) > MAX_TOKEN_ID):
+        raise ValueError(f"token ids must be between 0 and {MAX_TOKEN_ID}")
+    return ids
+
+
+def _logprobs(value: Any) -> tuple[float, ...]:
+    values = tuple(float(v) if type(v) is int else v for v in value)
+    for v in values:
+        if type(v) is not float:
+            raise TypeError(f"a log-probability must be a float, got {type(v).__name__}")
+    return values
+
+
+@attrs.frozen(kw_only=True)
+class Tokens:
+    """The exact tokens behind one reply, as the inference server reported them.
+
+    Filled in by a provider asked to capture tokens (``OpenAIChat(..., tokens=True)``
+    against vLLM or SGLang), only on a reply that finished (``Done``): a reply that
+    failed or was aborted carries none. Stored in the transcript with the message,
+    packed (see the transcript format), and read back exactly.
+
+    Attributes:
+        prompt_ids: the ids of the whole prompt the server rendered for the request
+            (system prompt, tools, history, with the chat template's own tokens).
+        completion_ids: the ids the model generated, in order.
+        logprobs: the log-probability of each completion id under the policy that
+            sampled it (as many as ``completion_ids``), or ``()`` if not reported.
+        model_version: the model the server reported serving the request (its
+            ``model`` field; a server that names each weights update differently
+            reports the version here); None if it reported none.
+
+    Raises:
+        TypeError: an id is not an ``int`` or a log-probability not a number.
+        ValueError: an id is negative or above 2**32 - 1, or there are
+            log-probabilities but not one per completion id.
+    """
+
+    prompt_ids: tuple[int, ...] = attrs.field(converter=_token_ids)
+    completion_ids: tuple[int, ...] = attrs.field(converter=_token_ids)
+    logprobs: tuple[float, ...] = attrs.field(default=(), converter=_logprobs)
+    model_version: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.logprobs and len(self.logprobs) != len(self.completion_ids):
+            raise ValueError(
+                f"{len(self.logprobs)} log-probabilities for {len(self.completion_ids)} "
+                "completion ids (expected one per id, or none)"
+            )
+
+
 @attrs.frozen(kw_only=True)
 class UserMessage:
     """What the user (or the application on their behalf) said.
@@ -261,6 +323,9 @@ class AssistantMessage:
         error_message: what failed, when ``stop_reason`` is ``error`` or ``aborted``;
             None otherwise.
         timestamp: when the reply was made (seconds since the epoch).
+        tokens: the exact token ids (and log-probabilities) behind the reply, when the
+            provider was asked to capture them; None otherwise (and in transcripts
+            written without them).
     """
 
     role: ClassVar[Literal["assistant"]] = "assistant"
@@ -271,6 +336,7 @@ class AssistantMessage:
     provider: str = ""
     error_message: str | None = None
     timestamp: float = attrs.field(factory=_now)
+    tokens: Tokens | None = None
 
     @functools.cached_property
     def tool_calls(self) -> tuple[ToolCall, ...]:

@@ -92,6 +92,32 @@ class Prepared:
     headers: Mapping[str, str]
     body: bytes
     decoder: Decoder
+    streamed: bool = True
+    """False: the response is one JSON object, handed to the decoder whole as one
+    event's data once the body ended (the decoder then sets ``finished``)."""
+
+
+class _WholeBody:
+    """A response body that is one JSON value: kept whole (bounded), read at its end."""
+
+    mid_line = False
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max = max_bytes
+        self._parts: list[bytes] = []
+        self._size = 0
+        self.lines = 0  # every chunk is life: the watch counts it as a line
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        self._size += len(chunk)
+        if self._size > self._max:
+            raise SSETooLarge(f"the response is larger than {self._max} bytes (max_event_bytes)")
+        self._parts.append(chunk)
+        self.lines += 1
+        return []
+
+    def event(self) -> SSEEvent:
+        return SSEEvent(data=b"".join(self._parts).decode("utf-8", errors="replace"))
 
 
 def _read_fault(exc: httpx2.HTTPError, idle: float) -> str:
@@ -160,8 +186,11 @@ async def produce(
         yield builder.fail(session.redact(f"cannot build the request: {describe_exception(exc)}"))
         return
     decoder = prepared.decoder
+    streamed = prepared.streamed
     try:
-        _, body = await session.open(prepared.path, prepared.headers, prepared.body)
+        _, body = await session.open(
+            prepared.path, prepared.headers, prepared.body, streamed=streamed
+        )
     except StreamFault as fault:
         yield builder.fail(session.redact(str(fault)))
         return
@@ -171,7 +200,8 @@ async def produce(
             session.redact(f"the request could not be sent: {describe_exception(exc)}")
         )
         return
-    sse = SSEDecoder(max_event_bytes=session.options.max_event_bytes)
+    max_bytes = session.options.max_event_bytes
+    sse = SSEDecoder(max_event_bytes=max_bytes) if streamed else _WholeBody(max_bytes)
     watch = _Watch(session.options)
     final: ev.Done | ev.Error
     try:
@@ -181,6 +211,11 @@ async def produce(
                     chunk = await body.read()
                 if timer.cancelled_caught:
                     raise StreamFault(watch.fault())
+                if chunk is None and isinstance(sse, _WholeBody):
+                    for event in decoder.feed(sse.event()):
+                        yield event
+                    if decoder.finished:
+                        break
                 if chunk is None:
                     raise StreamFault(
                         f"the stream ended before {decoder.terminator} "
@@ -241,6 +276,8 @@ class HTTPModel:
     _path: str
     _fixed_headers: Mapping[str, str] = {}
     """Headers the provider itself sends (under the caller's ``headers``)."""
+    _streamed = True
+    """False: requests ask for one JSON response instead of an event stream."""
 
     def __init__(
         self,
@@ -305,6 +342,7 @@ class HTTPModel:
             headers=headers,
             body=body.encode("utf-8", errors="replace"),
             decoder=self._decoder(builder),
+            streamed=self._streamed,
         )
 
     def stream(

@@ -17,6 +17,11 @@ ollama/ollama#7963) finish a tool-calling reply with ``stop``.
 
 Usage: ``prompt_tokens`` counts cached prompt tokens too; ``input_tokens`` excludes them
 (they are ``cache_read_tokens``).
+
+With ``stream=False`` the request asks for one ``chat.completion`` object: its
+``choices[0].message`` is read like one big delta. With ``tokens=True`` the request asks
+for ``return_token_ids`` and ``logprobs`` (vLLM, SGLang) and the finished reply keeps
+them as ``AssistantMessage.tokens`` (see ``_tokens``).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from ._history import normalize_id, prepare
 from ._http import HTTPModel
 from ._reply import ReplyBuilder, StreamFault, json_frame
 from ._session import describe_error
+from ._tokens import TokenCollector
 
 if TYPE_CHECKING:
     from .._core import ModelRequest
@@ -73,6 +79,13 @@ class OpenAIChat(HTTPModel):
         max_tokens_field: where ``ModelOptions.max_tokens`` goes:
             ``max_completion_tokens`` (OpenAI) or ``max_tokens`` (older servers).
         http: timeouts, pool limits and retries.
+        tokens: ask the server for the exact token ids and log-probabilities of each
+            reply (``return_token_ids`` and ``logprobs``, a vLLM or SGLang server) and
+            keep them as ``AssistantMessage.tokens`` of each finished reply. A reply
+            without them (a server that does not support it), or with log-probabilities
+            that are not one per generated id, ends with an ``Error``.
+        stream: False asks for the whole reply as one JSON response instead of an
+            event stream (the events are then produced when it arrived).
 
     ``ModelOptions.reasoning`` is sent as ``reasoning_effort``, a string ``cache`` as
     ``prompt_cache_key``, ``extra`` is merged into the request body. Use
@@ -90,6 +103,8 @@ class OpenAIChat(HTTPModel):
         headers: Mapping[str, str] | None = None,
         max_tokens_field: str = "max_completion_tokens",
         http: HTTPOptions | None = None,
+        tokens: bool = False,
+        stream: bool = True,
     ) -> None:
         super().__init__(
             model,
@@ -101,6 +116,11 @@ class OpenAIChat(HTTPModel):
             http=http,
         )
         self._max_tokens_field = max_tokens_field
+        self.tokens = tokens
+        """Whether each reply's token ids and log-probabilities are asked for and kept."""
+        self._streamed = stream
+        if not stream:
+            self._headers["Accept"] = "application/json"
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (no I/O; useful to inspect)."""
@@ -113,9 +133,13 @@ class OpenAIChat(HTTPModel):
         body: dict[str, Any] = {
             "model": options.model or self.model,
             "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
+            "stream": self._streamed,
         }
+        if self._streamed:
+            body["stream_options"] = {"include_usage": True}
+        if self.tokens:
+            body["return_token_ids"] = True
+            body["logprobs"] = True
         if request.tools:
             body["tools"] = [
                 {
@@ -145,7 +169,9 @@ class OpenAIChat(HTTPModel):
         return {"Authorization": f"Bearer {key}"}
 
     def _decoder(self, builder: ReplyBuilder) -> _Decoder:
-        return _Decoder(builder)
+        return _Decoder(
+            builder, tokens=TokenCollector() if self.tokens else None, whole=not self._streamed
+        )
 
 
 # --- request ------------------------------------------------------------------------
@@ -271,8 +297,12 @@ class _Decoder:
 
     terminator = "data: [DONE]"
 
-    def __init__(self, builder: ReplyBuilder) -> None:
+    def __init__(
+        self, builder: ReplyBuilder, *, tokens: TokenCollector | None = None, whole: bool = False
+    ) -> None:
         self.builder = builder
+        self._tokens = tokens
+        self._whole = whole  # the response is one chat.completion object, not chunks
         self.finished = False
         self._finish_reason: str | None = None
         self._calls: dict[Any, Hashable] = {}
@@ -292,17 +322,25 @@ class _Decoder:
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self.builder.usage = _usage(usage)
+        if self._tokens is not None:
+            self._tokens.response(chunk)
         choices = chunk.get("choices")
         if isinstance(choices, list):
             for choice in choices:
                 # n > 1 is not supported: only the first choice is the reply.
                 if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
                     self._choice(choice, out)
+                    if self._tokens is not None:
+                        self._tokens.choice(choice)
+        if self._whole:
+            self.finished = True
+            out.extend(self.builder.close_all())
         return out
 
     def _choice(self, choice: Mapping[str, Any], out: list[ev.AssistantEvent]) -> None:
         b = self.builder
-        delta = choice.get("delta")
+        # A streamed chunk's ``delta``; a whole response's ``message`` reads the same way.
+        delta = choice.get("message" if self._whole else "delta")
         if isinstance(delta, Mapping):
             for field in _REASONING_FIELDS:
                 value = delta.get(field)
@@ -376,4 +414,9 @@ class _Decoder:
             stop, message = "error", "the provider's content filter stopped the reply"
         else:
             stop, message = "error", f"the provider ended the reply with finish_reason {reason!r}"
+        if self._tokens is not None and message is None:
+            try:
+                self.builder.tokens = self._tokens.result()
+            except StreamFault as fault:
+                stop, message = "error", str(fault)
         return self.builder.finish(stop, message)

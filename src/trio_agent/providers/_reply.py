@@ -37,6 +37,7 @@ from .._core import (
     StopReason,
     Text,
     Thinking,
+    Tokens,
     ToolCall,
     Usage,
     keep_partial,
@@ -89,6 +90,9 @@ class ReplyBuilder:
         self.model = model
         self.provider = provider
         self.usage = Usage()
+        self.tokens: Tokens | None = None
+        """The reply's tokens, set by a decoder asked to capture them; kept on the
+        message only when the reply finishes (``Done``)."""
         # The reply's content: each finished block's final part, the builder of each
         # block still open.
         self._content: list[Part | Block] = []
@@ -242,6 +246,7 @@ class ReplyBuilder:
         content: tuple[Part, ...],
         stop_reason: StopReason,
         error_message: str | None = None,
+        tokens: Tokens | None = None,
     ) -> AssistantMessage:
         return AssistantMessage(
             content=content,
@@ -250,6 +255,7 @@ class ReplyBuilder:
             model=self.model,
             provider=self.provider,
             error_message=error_message,
+            tokens=tokens,
         )
 
     def finish(
@@ -268,7 +274,7 @@ class ReplyBuilder:
                     content, stop_reason, error_message or "the provider reported an error"
                 )
             )
-        return ev.Done(message=self._message(content, stop_reason))
+        return ev.Done(message=self._message(content, stop_reason, tokens=self.tokens))
 
     def fail(self, reason: str, stop_reason: StopReason = "error") -> ev.Error:
         """An ``Error`` keeping the partial content (see :func:`keep_partial`: unfinished

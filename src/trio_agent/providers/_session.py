@@ -273,9 +273,10 @@ class Session:
         return text
 
     async def open(
-        self, path: str, headers: Mapping[str, str], body: bytes
+        self, path: str, headers: Mapping[str, str], body: bytes, *, streamed: bool = True
     ) -> tuple[httpx2.Response, Body]:
-        """Send the request and return the streaming response (status 2xx, event stream).
+        """Send the request and return the streaming response (status 2xx, event stream;
+        with ``streamed=False``, a JSON body instead).
 
         Retries as :class:`RetryPolicy` says. Cancelling stops it at any point (the
         connection is released by httpx2's pool).
@@ -307,8 +308,9 @@ class Session:
             else:
                 status = response.status_code
                 content_type = response.headers.get("content-type", "")
+                expected = "text/event-stream" if streamed else "application/json"
                 if 200 <= status < 300 and content_type.partition(";")[0].strip().lower() == (
-                    "text/event-stream"
+                    expected
                 ):
                     return response, Body(response)
                 reader = Body(response)
@@ -317,9 +319,10 @@ class Session:
                 finally:
                     await reader.close()  # noqa: ASYNC102 - close() shields itself, bounded
                 if 200 <= status < 300:
+                    wanted = "an event stream" if streamed else "JSON"
                     raise StreamFault(
                         f"{shown} answered {status} with {content_type or 'no content type'}"
-                        f" instead of an event stream (text/event-stream): {_error_text(raw)}"
+                        f" instead of {wanted} ({expected}): {_error_text(raw)}"
                     )
                 problem = f"HTTP {status} {response.reason_phrase} from {shown}: {_error_text(raw)}"
                 if is_overflow_error(status, raw):

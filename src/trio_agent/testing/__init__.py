@@ -26,6 +26,13 @@ from ._script_values import ReplyScript as ReplyScript
 from ._scripted import PausePoint as PausePoint
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import events_for as events_for
+from ._vllm import VLLMReply as VLLMReply
+from ._vllm import completion_ids as completion_ids
+from ._vllm import fake_logprobs as fake_logprobs
+from ._vllm import render_prompt as render_prompt
+from ._vllm import scripted_policy as scripted_policy
+from ._vllm import serve_fake_vllm as serve_fake_vllm
+from ._vllm import vllm_response as vllm_response
 
 # The strategies import Hypothesis, a test dependency. Type checkers see the real
 # functions; at run time the module ``__getattr__`` (PEP 562) imports ``_strategies`` on
@@ -41,6 +48,7 @@ _STRATEGIES = frozenset(
         "scripts",
         "tool_arguments",
         "tool_calls",
+        "tokenised_runs",
         "transcripts",
     }
 )
@@ -51,6 +59,7 @@ if typing.TYPE_CHECKING:
     from ._strategies import json_values as json_values
     from ._strategies import messages as messages
     from ._strategies import scripts as scripts
+    from ._strategies import tokenised_runs as tokenised_runs
     from ._strategies import tool_arguments as tool_arguments
     from ._strategies import tool_calls as tool_calls
     from ._strategies import transcripts as transcripts
@@ -93,15 +102,23 @@ __all__ = [
     "ScriptRig",
     "ScriptRun",
     "ScriptedModel",
+    "VLLMReply",
     "assert_run_invariants",
     "assistant_replies",
+    "completion_ids",
     "events_for",
+    "fake_logprobs",
     "faults",
     "json_values",
     "messages",
+    "render_prompt",
     "run_invariant_violations",
+    "scripted_policy",
     "scripts",
+    "serve_fake_vllm",
+    "tokenised_runs",
     "tool_arguments",
     "tool_calls",
     "transcripts",
+    "vllm_response",
 ]

@@ -38,6 +38,7 @@ from .._core import (
 from ..replay import faults
 from ._argument_strategies import mostly_valid_arguments, tool_arguments
 from ._script_strategies import STOP_REASONS, scripts
+from ._token_strategies import tokenised_runs
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -53,6 +54,7 @@ __all__ = [
     "scripts",
     "text_blocks",
     "thinking_blocks",
+    "tokenised_runs",
     "tool_arguments",
     "tool_calls",
     "transcripts",
