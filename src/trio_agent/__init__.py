@@ -97,10 +97,13 @@ from ._core import ModelOptions as ModelOptions
 from ._core import ModelRequest as ModelRequest
 from ._core import NextTurn as NextTurn
 from ._core import Observer as Observer
+from ._core import OutputMode as OutputMode
+from ._core import OutputRequest as OutputRequest
 from ._core import RequestObservation as RequestObservation
 from ._core import RunObservation as RunObservation
 from ._core import Start as Start
 from ._core import StopReason as StopReason
+from ._core import StructuredOutput as StructuredOutput
 from ._core import Text as Text
 from ._core import TextDelta as TextDelta
 from ._core import TextEnd as TextEnd
@@ -133,8 +136,10 @@ from ._core import Usage as Usage
 from ._core import UserMessage as UserMessage
 from ._core import check_transcript as check_transcript
 from ._core import dumps as dumps
+from ._core import json_schema as json_schema
 from ._core import loads as loads
 from ._core import repair as repair
+from ._core import strict_json_schema as strict_json_schema
 from ._core import tool as tool
 from ._run import AgentRun as AgentRun
 from ._run import open_agent_loop as open_agent_loop
@@ -182,10 +187,13 @@ __all__ = [
     "ModelRequest",
     "NextTurn",
     "Observer",
+    "OutputMode",
+    "OutputRequest",
     "RequestObservation",
     "RunObservation",
     "Start",
     "StopReason",
+    "StructuredOutput",
     "Text",
     "TextDelta",
     "TextEnd",
@@ -218,12 +226,14 @@ __all__ = [
     "UserMessage",
     "check_transcript",
     "dumps",
+    "json_schema",
     "load_transcript",
     "loads",
     "open_agent",
     "open_agent_loop",
     "repair",
     "run_agent_loop",
+    "strict_json_schema",
     "tool",
     "write_transcript",
 ]
