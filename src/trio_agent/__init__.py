@@ -97,6 +97,7 @@ from ._core import ModelOptions as ModelOptions
 from ._core import ModelRequest as ModelRequest
 from ._core import NextTurn as NextTurn
 from ._core import Observer as Observer
+from ._core import OutputError as OutputError
 from ._core import OutputMode as OutputMode
 from ._core import OutputRequest as OutputRequest
 from ._core import RequestObservation as RequestObservation
@@ -187,6 +188,7 @@ __all__ = [
     "ModelRequest",
     "NextTurn",
     "Observer",
+    "OutputError",
     "OutputMode",
     "OutputRequest",
     "RequestObservation",

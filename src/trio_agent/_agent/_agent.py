@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import functools
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, final, overload
 
 import attrs
 import trio
+from typing_extensions import TypeVar
 
 from .._core import (
     AgentRunError,
@@ -49,6 +50,7 @@ from .._core import (
     check_model,
     is_str,
     one_of,
+    plan_output,
     trusted_context,
 )
 from .._run import MODES, EventDelivery, MessageQueues, QueueMode, Runner
@@ -58,10 +60,12 @@ from ._state import AgentState, StateView
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Sequence
 
-    from .._core import AgentRunResult, Message, Usage
+    from .._core import AgentRunResult, Message, OutputPlan, StructuredOutput, Usage
     from .._core import events as ev
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
+
+T = TypeVar("T")
 
 
 def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
@@ -120,6 +124,8 @@ class Agent:
     _delivery: EventDelivery = attrs.field(
         init=False, factory=lambda: EventDelivery(hold=True), repr=False
     )
+    # The structured output of the last prompt (continue_() asks for it again).
+    _output_type: Any = attrs.field(init=False, default=None, repr=False)
     _slot: RunSlot = attrs.field(
         init=False,
         default=attrs.Factory(
@@ -313,12 +319,37 @@ class Agent:
 
     # --- runs -------------------------------------------------------------------------
 
-    async def prompt(self, message: str | Message | Sequence[Message]) -> AgentRunResult:
+    @overload
+    async def prompt(
+        self, message: str | Message | Sequence[Message], *, output_type: None = None
+    ) -> AgentRunResult[None]: ...
+
+    @overload
+    async def prompt(
+        self,
+        message: str | Message | Sequence[Message],
+        *,
+        output_type: type[T] | StructuredOutput[T],
+    ) -> AgentRunResult[T]: ...
+
+    @overload
+    async def prompt(
+        self, message: str | Message | Sequence[Message], *, output_type: Any
+    ) -> AgentRunResult[Any]: ...
+
+    async def prompt(
+        self, message: str | Message | Sequence[Message], *, output_type: Any = None
+    ) -> AgentRunResult[Any]:
         """Send a message and run until the model is done; returns how the run ended.
 
         ``message`` is a text (sent as a user message), a message, or several. Queued
         steering messages are delivered ahead of it, in the same request; queued
         follow-ups when the model would otherwise stop.
+
+        ``output_type`` asks this run for a structured output, as for
+        :func:`run_agent_loop` (the result's ``output`` is the validated value); it
+        holds for this prompt, and :meth:`continue_` asks for it again. A prompt without
+        one asks for none.
 
         A model error ends the run with reason ``error`` (``state.error_message`` set);
         an abort with reason ``aborted``. Cancelling the call aborts the run: the paired
@@ -326,16 +357,23 @@ class Agent:
 
         Raises:
             AgentBusyError: a run is active (queue with steer()/follow_up() instead).
-            AgentUsageError: no message given, or the agent is closed.
+            AgentUsageError: no message given, the agent is closed, or a tool has the
+                final-answer tool's name.
+            TypeError: ``output_type`` has no JSON Schema.
             AgentRunError: a hook raised or a bug ended the run; ``state.messages``
                 holds the paired transcript, ``__cause__`` the original error.
         """
         prompts = as_agent_prompts(message)
+        output = plan_output(output_type, (t.name for t in self.tools))
         active = await self._slot.begin("prompt")
-        return await self._run(active, self._slot.prompt_messages(active, prompts))
+        self._output_type = output_type
+        return await self._run(active, self._slot.prompt_messages(active, prompts), output)
 
-    async def continue_(self) -> AgentRunResult:
+    async def continue_(self) -> AgentRunResult[Any]:
         """Run again from the transcript as it stands (to retry, or to answer the queues).
+
+        The run asks for the structured output the last :meth:`prompt` asked for (none
+        if it asked for none).
 
         From a transcript ending in a user, tool-result or custom message, the model is
         asked again (queued steering joins at the run's first poll). From an assistant
@@ -349,10 +387,13 @@ class Agent:
                 nothing is queued.
             AgentRunError: as for :meth:`prompt`.
         """
+        output = plan_output(self._output_type, (t.name for t in self.tools))
         active = await self._slot.begin("continue_")
-        return await self._run(active, self._slot.continue_messages(active))
+        return await self._run(active, self._slot.continue_messages(active), output)
 
-    async def _run(self, active: ActiveRun, prompts: list[Message]) -> AgentRunResult:
+    async def _run(
+        self, active: ActiveRun, prompts: list[Message], output: OutputPlan | None
+    ) -> AgentRunResult[Any]:
         # The agent's fields were checked when assigned, its transcript as it entered.
         context = trusted_context(self.system_prompt, tuple(self._view.messages), self.tools)
         runner: Runner | None = None
@@ -373,6 +414,7 @@ class Agent:
                     functools.partial(self._slot.take, active, "follow_up"),
                 ),
                 delivery=delivery,
+                output=output,
             )
             self._slot.attach(active, runner)
             # The run goes on in this task: a cancel of the caller reaches it at its

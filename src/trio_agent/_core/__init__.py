@@ -47,6 +47,7 @@ from ._errors import (
     AgentBusyError,
     AgentRunError,
     AgentUsageError,
+    OutputError,
     TranscriptError,
     TranscriptFormatError,
     TrioAgentError,
@@ -121,6 +122,7 @@ from ._observer import (
 )
 from ._output import (
     DEFAULT_OUTPUT_TOOL,
+    NO_OUTPUT,
     OutputFailure,
     OutputMode,
     OutputPlan,
@@ -128,6 +130,7 @@ from ._output import (
     StructuredOutput,
     as_structured_output,
     partial_json,
+    plan_output,
 )
 from ._pairing import check_transcript, repair, transcript_violations
 from ._schema import json_schema, strict_json_schema
@@ -184,6 +187,7 @@ __all__ = [
     "MAX_RESULT_CHARS",
     "MAX_VALUE_DEPTH",
     "MESSAGE_TYPES",
+    "NO_OUTPUT",
     "NO_USAGE",
     "REASONING_LEVELS",
     "TERMINATED",
@@ -233,6 +237,7 @@ __all__ = [
     "ModelRequest",
     "NextTurn",
     "Observer",
+    "OutputError",
     "OutputFailure",
     "OutputMode",
     "OutputPlan",
@@ -317,6 +322,7 @@ __all__ = [
     "parse_arguments",
     "parse_json",
     "partial_json",
+    "plan_output",
     "repair",
     "result_content",
     "result_message",

@@ -8,9 +8,10 @@ immutable snapshots: a consumer that keeps one never sees it change.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Protocol, TypeAlias
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeAlias
 
 import attrs
+from typing_extensions import TypeVar
 
 from ._messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 
@@ -267,6 +268,7 @@ EndReason: TypeAlias = Literal[
     "terminated",
     "usage_limit",
     "timeout",
+    "output_invalid",
 ]
 """Why a run ended, as ``AgentEnd.reason`` and ``AgentRunResult.reason`` give it.
 
@@ -282,6 +284,9 @@ EndReason: TypeAlias = Literal[
   ``max_output_tokens``.
 - ``timeout``: the run took ``LoopConfig.run_timeout`` seconds (a fleet's
   ``task_timeout`` ends its tasks this way); cleaned up as an abort.
+- ``output_invalid``: the run asked for a structured output (``output_type``) and the
+  model's answer was still invalid after ``StructuredOutput.retries`` retries; the
+  result's ``error_message`` names the last failure.
 
 Whatever the reason, every tool call in the transcript has its result.
 """
@@ -580,9 +585,26 @@ events page of the guide for the full order.
 """
 
 
+T = TypeVar("T", default=Any)
+
+
+class NoOutput:
+    """What a result holds in place of the output of a run that asked for one and
+    ended without a valid one: reading ``output`` raises :meth:`error` (the one
+    instance is ``_output.NO_OUTPUT``, whose error is an ``OutputError``)."""
+
+    def error(self, result: AgentRunResult[Any]) -> Exception:
+        """The error reading ``result.output`` raises."""
+        raise NotImplementedError
+
+
 @attrs.frozen(kw_only=True)
-class AgentRunResult:
+class AgentRunResult(Generic[T]):
     """How a run ended.
+
+    ``AgentRunResult[T]``: a run given ``output_type=T`` (a class, or a
+    ``StructuredOutput[T]``) returns one whose :attr:`output` is a ``T``; without
+    ``output_type`` the output is None.
 
     Attributes:
         reason: why it ended.
@@ -596,6 +618,7 @@ class AgentRunResult:
         turns: the batch statistics of each turn, in order.
         error_message: the model's error, when the run ended on an ``error`` reply.
         usage: the token counts of this run's replies, summed (cache tokens included).
+        output: see :attr:`output` (given as ``output=`` when built).
     """
 
     reason: EndReason
@@ -606,3 +629,19 @@ class AgentRunResult:
     turns: tuple[TurnStats, ...] = ()
     error_message: str | None = None
     usage: Usage = attrs.field(factory=Usage)
+    _output: Any = attrs.field(default=None, alias="output")
+
+    @property
+    def output(self) -> T:
+        """The run's structured output: the validated value of its ``output_type``
+        (None for a run without one). Not a checkpoint.
+
+        Raises:
+            OutputError: the run asked for an output and ended without a valid one
+                (reason ``output_invalid``, or it ended first: aborted, an error,
+                ``max_steps``...); the message says why.
+        """
+        value = self._output
+        if isinstance(value, NoOutput):
+            raise value.error(self)
+        return value  # type: ignore[no-any-return]

@@ -36,22 +36,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeAlias, overload
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Generic, Literal, TypeAlias, overload
 
 import attrs
 import jsonschema_rs
 from cattrs.strategies import configure_tagged_union
 from typing_extensions import TypeVar
 
+from ._errors import AgentUsageError, OutputError
+from ._events import AgentRunResult, NoOutput
 from ._schema import TAG, drop_strict_nulls, json_schema, strict_json_schema, tagged_unions
 from ._serde import parse_json, strict_converter, structure_errors
 
-if TYPE_CHECKING:
-    from ._model import Model
-
 __all__ = [
     "DEFAULT_OUTPUT_TOOL",
+    "NO_OUTPUT",
     "OutputFailure",
     "OutputMode",
     "OutputPlan",
@@ -60,6 +60,7 @@ __all__ = [
     "as_structured_output",
     "output_converter",
     "partial_json",
+    "plan_output",
 ]
 
 T = TypeVar("T")
@@ -185,6 +186,19 @@ class OutputRequest:
     strict_schema: Mapping[str, Any] | None = None
 
 
+class _Missing(NoOutput):
+    def error(self, result: AgentRunResult[Any]) -> Exception:
+        why = f": {result.error_message}" if result.error_message else ""
+        return OutputError(f"the run ended ({result.reason}) without a valid output{why}")
+
+    def __repr__(self) -> str:
+        return "<no output>"
+
+
+NO_OUTPUT: Final = _Missing()
+"""The output of a run that asked for one and ended without a valid one."""
+
+
 output_converter: Final = strict_converter()
 """The one converter structured output is structured with (strict primitives; each
 union of classes it meets is configured as tagged, once)."""
@@ -258,7 +272,7 @@ class OutputPlan:
         except ValueError:
             self.strict_schema = None
 
-    def resolve(self, model: Model) -> Literal["native", "tool", "prompted"]:
+    def resolve(self, model: object) -> Literal["native", "tool", "prompted"]:
         """The mode a request to ``model`` uses: the spec's, or for ``auto`` the
         model's ``structured_output`` attribute (``tool`` when it has none)."""
         mode = self.spec.mode
@@ -503,3 +517,23 @@ def as_structured_output(value: Any) -> StructuredOutput[Any] | None:
     if value is None or isinstance(value, StructuredOutput):
         return value
     return StructuredOutput(value)
+
+
+def plan_output(value: Any, tool_names: Iterable[str]) -> OutputPlan | None:
+    """``output_type=`` as given, compiled for a run whose tools are named
+    ``tool_names`` (None when no output is asked for).
+
+    Raises:
+        TypeError: the type has no JSON Schema.
+        ValueError: a schema dict that is not a valid JSON Schema.
+        AgentUsageError: a tool has the final-answer tool's name.
+    """
+    spec = as_structured_output(value)
+    if spec is None:
+        return None
+    if spec.name in tool_names:
+        raise AgentUsageError(
+            f"a tool is named {spec.name!r}, the name of the final-answer tool; "
+            "give StructuredOutput(..., name=...) another name"
+        )
+    return OutputPlan(spec)

@@ -114,8 +114,17 @@ from . import _events as ev
 from ._call_ids import CallIds
 from ._config import NextTurn, TurnContext, trusted_context
 from ._events import AgentRunResult
-from ._messages import NO_USAGE, AssistantMessage, CustomMessage, make_result, sum_usage
+from ._messages import (
+    NO_USAGE,
+    AssistantMessage,
+    CustomMessage,
+    Text,
+    UserMessage,
+    make_result,
+    sum_usage,
+)
 from ._model import ModelRequest, ToolSpec
+from ._output import NO_OUTPUT, OutputFailure
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -123,6 +132,7 @@ if TYPE_CHECKING:
     from ._config import Context, LoopConfig, MaybeAwaitable, Messages
     from ._messages import Message, StopReason, ToolCall, ToolResultMessage, Usage
     from ._model import Model, ModelOptions
+    from ._output import OutputPlan, OutputRequest
     from ._tools import Tool
 
     PollHook: TypeAlias = Callable[[], MaybeAwaitable[Messages]] | None
@@ -477,6 +487,24 @@ class BatchRun(Protocol):
 
 
 _NO_EVENTS: Final[tuple[ev.AgentEvent, ...]] = ()
+
+
+def _execution(
+    call: ToolCall, result: ToolResultMessage, outcome: ev.ToolOutcome
+) -> tuple[ev.AgentEvent, ev.AgentEvent]:
+    """The start and end events of a call the machine answers itself (never run)."""
+    return (
+        ev.ToolExecutionStart(call_id=call.id, tool_name=call.name, args=call.arguments),
+        ev.ToolExecutionEnd(
+            call_id=call.id,
+            tool_name=call.name,
+            result=result,
+            is_error=result.is_error,
+            outcome=outcome,
+        ),
+    )
+
+
 _REPLY_CUT_BY_ABORT: Final = frozenset({"aborted", "timeout"})
 
 
@@ -536,6 +564,21 @@ class TurnMachine:
         trusted_polls: whether what the polls return was checked where it entered (the
             Agent's queues hold messages checked when queued): the driver then does not
             check it again.
+        output: the structured output the run must end with (see "Structured output"
+            below), or None.
+
+    Structured output. Each request asks for the final answer in the mode the plan
+    resolves for the model in use (a final-answer tool among the tools, the schema in
+    the system prompt, or the provider's native structured output:
+    ``ModelRequest.output``). When the reply is in (:meth:`end_reply`) and the reply
+    table lets the run go on, the answer is judged (``_judge_output``): a valid one
+    ends the run ``stop`` with the value; an invalid one is sent back — as the
+    final-answer call's error result (tool mode; the call is always answered, so the
+    transcript stays paired) or as a user message (text modes) — and the model asked
+    again, up to the plan's retries; then the run ends ``output_invalid``. In tool
+    mode a reply that calls other tools and not the final one runs them as usual; the
+    final call's siblings are skipped when the answer is accepted or the run ends,
+    and run when the answer is sent back.
     """
 
     __slots__ = (
@@ -559,6 +602,11 @@ class TurnMachine:
         "model",
         "new_messages",
         "options",
+        "output",
+        "output_error",
+        "output_failures",
+        "output_mode",
+        "output_value",
         "pending",
         "phase",
         "position",
@@ -588,6 +636,7 @@ class TurnMachine:
         polls: tuple[PollHook, PollHook],
         interruptible: bool = True,
         trusted_polls: bool = False,
+        output: OutputPlan | None = None,
     ) -> None:
         self.config = config
         self.context = context
@@ -650,6 +699,13 @@ class TurnMachine:
         # checked or the usage is read (nothing per reply on the hot path).
         self.usage_so_far = NO_USAGE
         self.usage_counted = 0
+        # Structured output (None: the run asks for none): the mode of the request in
+        # flight, the value once an answer was valid, the invalid answers so far.
+        self.output = output
+        self.output_mode: OutputRequest | None = None
+        self.output_value: object = NO_OUTPUT
+        self.output_failures = 0
+        self.output_error: str | None = None
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -776,11 +832,27 @@ class TurnMachine:
                 ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
                 for t in self.context.tools
             )
+        system_prompt = self.context.system_prompt
+        asked: OutputRequest | None = None
+        plan = self.output
+        if plan is not None:
+            asked = self.output_mode = plan.request(plan.resolve(self.model))
+            if asked.mode == "tool":
+                specs = (
+                    *specs,
+                    ToolSpec(
+                        name=asked.name, description=asked.description, parameters=asked.schema
+                    ),
+                )
+            elif asked.mode == "prompted":
+                extra = plan.instructions()
+                system_prompt = f"{system_prompt}\n\n{extra}" if system_prompt else extra
         return ModelRequest(
-            system_prompt=self.context.system_prompt,
+            system_prompt=system_prompt,
             messages=tuple(messages),
             tools=specs,
             options=self.options,
+            output=asked,
         )
 
     def end_reply(self) -> Sequence[ev.AgentEvent]:
@@ -806,14 +878,98 @@ class TurnMachine:
             if cut
             else decide(message, continue_after_length=self.config.continue_after_length)
         )
-        if not self.listener.listening:
-            return _NO_EVENTS
+        listening = self.listener.listening
         closing: list[ev.AgentEvent] = []
-        if not acc.start_emitted:
-            acc.start_emitted = True
-            closing.append(ev.MessageStart(message=acc.empty()))
-        closing.append(ev.MessageEnd(message=message))
-        return closing
+        if listening:
+            if not acc.start_emitted:
+                acc.start_emitted = True
+                closing.append(ev.MessageStart(message=acc.empty()))
+            closing.append(ev.MessageEnd(message=message))
+        if self.output is not None and not cut:
+            self._judge_output(message, closing)
+        return closing if listening else _NO_EVENTS
+
+    def _judge_output(self, message: AssistantMessage, events: list[ev.AgentEvent]) -> None:
+        """Judge the reply's answer, when the run asks for a structured output and the
+        reply table lets the run go on (see "Structured output" in the class
+        docstring): set the value, or send the answer back, or end ``output_invalid``.
+        Results and messages it appends go in the transcript now, their events to
+        ``events``."""
+        plan = self.output
+        decision = self.decision
+        asked = self.output_mode
+        assert plan is not None
+        assert decision is not None
+        assert asked is not None
+        if decision.end is not None or decision.action == "skip":
+            return  # the reply table decided (an error, a cut, duplicate ids...)
+        if asked.mode == "tool":
+            final = next((c for c in decision.calls if c.name == asked.name), None)
+            if final is None and decision.action == "execute":
+                return  # other tools run first; the answer comes later
+            others = tuple(c for c in decision.calls if c is not final)
+            failure: OutputFailure | None = None
+            if final is None:
+                failure = plan.missing_call()
+            else:
+                try:
+                    self.output_value = plan.check(final.arguments)
+                except OutputFailure as exc:
+                    failure = exc
+            last = failure is not None and self.output_failures >= plan.spec.retries
+            if final is not None:
+                if failure is None:
+                    text = "Final answer accepted."
+                elif last:
+                    text = f"Final answer refused (no retries left): {'; '.join(failure.lines)}"
+                else:
+                    text = plan.retry_text(failure, "tool")
+                self._answer_final(final, text, failure is not None, events)
+            elif not last:
+                events.extend(self._append(UserMessage.text(plan.missing_call_text())))
+        else:
+            if decision.action != "none":
+                return  # the reply asks for tools: they run, the answer comes later
+            text = "".join(b.text for b in message.content if type(b) is Text)
+            failure = None
+            try:
+                self.output_value = plan.check_text(text, strict=asked.mode == "native")
+            except OutputFailure as exc:
+                failure = exc
+            others = ()
+            last = failure is not None and self.output_failures >= plan.spec.retries
+            if failure is not None and not last:
+                events.extend(self._append(UserMessage.text(plan.retry_text(failure, "text"))))
+        if failure is None:
+            self.decision = Decision(
+                "skip", others, "the run ended with its final answer", end="stop"
+            )
+        elif last:
+            self.output_failures += 1
+            self.output_error = (
+                f"the output was still invalid after {plan.spec.retries} "
+                f"retr{'y' if plan.spec.retries == 1 else 'ies'}: {'; '.join(failure.lines)}"
+            )
+            self.decision = Decision(
+                "skip", others, "the run ended (output_invalid)", end="output_invalid"
+            )
+        else:
+            self.output_failures += 1
+            self.decision = (
+                Decision("execute", others, continues=True)
+                if others
+                else Decision("none", continues=True)
+            )
+
+    def _answer_final(
+        self, call: ToolCall, text: str, is_error: bool, events: list[ev.AgentEvent]
+    ) -> None:
+        """The final-answer call's result (it is never run as a tool), appended now."""
+        result = make_result(call, text, is_error=is_error)
+        if self.listener.listening:
+            events.extend(_execution(call, result, "invalid_arguments" if is_error else "ok"))
+        events.extend(self._append(result))
+        self.turn_results.append(result)
 
     def skip_calls(self) -> list[ev.AgentEvent]:
         """replied -> answered, for a reply whose calls do not run: each gets its
@@ -986,6 +1142,8 @@ class TurnMachine:
             if type(last) is AssistantMessage and last.stop_reason == "error"
             else None
         )
+        if reason == "output_invalid":
+            error_message = self.output_error
         self.result = AgentRunResult(
             reason=reason,
             messages=tuple(self.new_messages),
@@ -995,6 +1153,7 @@ class TurnMachine:
             turns=tuple(self.turns),
             error_message=error_message,
             usage=self.usage,
+            output=None if self.output is None else self.output_value,
         )
         self.pending = []
         self.position = "end"
@@ -1032,18 +1191,7 @@ class TurnMachine:
             result = make_result(call, f"Tool call skipped: {why}.", is_error=True)
             results.append(result)
             if listening:
-                events.append(
-                    ev.ToolExecutionStart(call_id=call.id, tool_name=call.name, args=call.arguments)
-                )
-                events.append(
-                    ev.ToolExecutionEnd(
-                        call_id=call.id,
-                        tool_name=call.name,
-                        result=result,
-                        is_error=True,
-                        outcome="skipped",
-                    )
-                )
+                events.extend(_execution(call, result, "skipped"))
             if sequential:
                 events.extend(self._append(result))
         if not sequential:

@@ -76,6 +76,7 @@ if TYPE_CHECKING:
         Message,
         Messages,
         Model,
+        OutputPlan,
         Usage,
     )
 
@@ -104,6 +105,7 @@ class Runner:
         controlled: bool = True,
         polls: tuple[PollHook, PollHook] | None = None,
         delivery: EventDelivery | None = None,
+        output: OutputPlan | None = None,
     ) -> None:
         # The inputs were checked where they entered (``_core._inputs``): trusted here.
         # Only a channel's consumer can go away; the callback is dropped when the run
@@ -129,6 +131,7 @@ class Runner:
             interruptible=controlled,
             # The Agent's polls hand out messages its queues took checked.
             trusted_polls=polls is not None,
+            output=output,
         )
         # A run that another task may abort or interrupt (through open_agent_loop's
         # handle, or the Agent) has a cancel scope of its own. A run nobody can reach
