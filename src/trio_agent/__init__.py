@@ -100,6 +100,7 @@ from ._core import Observer as Observer
 from ._core import OutputError as OutputError
 from ._core import OutputMode as OutputMode
 from ._core import OutputRequest as OutputRequest
+from ._core import OutputUpdate as OutputUpdate
 from ._core import RequestObservation as RequestObservation
 from ._core import RunObservation as RunObservation
 from ._core import Start as Start
@@ -191,6 +192,7 @@ __all__ = [
     "OutputError",
     "OutputMode",
     "OutputRequest",
+    "OutputUpdate",
     "RequestObservation",
     "RunObservation",
     "Start",

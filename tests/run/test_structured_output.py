@@ -3,6 +3,7 @@ path, the ``output_invalid`` end, and a transcript paired throughout."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any, Literal
 
@@ -27,7 +28,17 @@ from trio_agent import (
 from trio_agent._core import events as ev
 from trio_agent.testing import ScriptedModel
 
-from ..kit.loop import Recorder, assert_consistent, call, ctx, make_tool, reply, text_of, tool_use
+from ..kit.loop import (
+    Recorder,
+    assert_consistent,
+    call,
+    ctx,
+    make_tool,
+    reply,
+    results_of,
+    text_of,
+    tool_use,
+)
 
 
 @attrs.frozen
@@ -169,7 +180,13 @@ async def test_siblings_run_when_the_answer_is_sent_back() -> None:
     result, recorder = await run(model, Order, lookup)
     assert result.output == VALUE
     outcomes = {e.call_id: e.outcome for e in recorder.of(ev.ToolExecutionEnd)}
-    assert outcomes == {"f1": "invalid_arguments", "l1": "ok", "f2": "ok"}
+    # Answered inside the batch, beside its sibling: an error result of the batch.
+    assert outcomes == {"f1": "error", "l1": "ok", "f2": "ok"}
+    sent_back = results_of(model.requests[1].messages)["f1"]
+    assert sent_back.is_error
+    assert "items[2].price: expected a number" in text_of(sent_back)
+    # The results keep the calls' order.
+    assert [m.tool_call_id for m in model.requests[1].messages[-2:]] == ["f1", "l1"]
 
 
 async def test_a_tool_with_the_final_answer_name_is_refused() -> None:
@@ -350,3 +367,54 @@ async def test_agent_continue_asks_again_for_the_last_output_type() -> None:
         second = await agent.continue_()
     assert second.output == VALUE
     assert model.requests[1].output is not None
+
+
+# --- OutputUpdate ------------------------------------------------------------------------
+
+
+async def test_output_updates_fill_in_as_the_text_answer_streams() -> None:
+    text = json.dumps(GOOD)
+    model = ScriptedModel([reply(text)], chunk_size=6)
+    result, recorder = await run(model, StructuredOutput(Order, mode="prompted"))
+    assert result.output == VALUE
+    updates = recorder.of(ev.OutputUpdate)
+    partials = [u.partial for u in updates]
+    assert len(partials) > 3
+    assert partials[-1] == GOOD
+    assert partials[0] == {"customer": "A"} or "customer" not in partials[0]
+    # Each one follows the MessageUpdate of the piece that made it, and says something new.
+    for i, e in enumerate(recorder.events):
+        if isinstance(e, ev.OutputUpdate):
+            assert isinstance(recorder.events[i - 1], ev.MessageUpdate)
+    assert all(a != b for a, b in itertools.pairwise(partials))
+
+
+async def test_output_updates_follow_the_final_call_arguments() -> None:
+    from trio_agent import Done, Start, ToolCall, ToolCallDelta, ToolCallEnd, ToolCallStart
+
+    args = json.dumps(GOOD)
+    final_call = ToolCall(id="f1", name="final_result", arguments=GOOD)
+    other = ToolCall(id="l1", name="lookup", arguments={"q": "zzz"})
+    events: list[Any] = [
+        Start(),
+        ToolCallStart(index=0, id="l1", name="lookup"),
+        ToolCallDelta(index=0, delta='{"q": "zzz"}'),
+        ToolCallEnd(index=0, tool_call=other),
+        ToolCallStart(index=1, id="f1", name="final_result"),
+        *(ToolCallDelta(index=1, delta=args[i : i + 9]) for i in range(0, len(args), 9)),
+        ToolCallEnd(index=1, tool_call=final_call),
+        Done(message=tool_use(other, final_call)),
+    ]
+    model = ScriptedModel([events])
+    result, recorder = await run(model, Order, make_tool("lookup"))
+    assert result.output == VALUE
+    partials = [u.partial for u in recorder.of(ev.OutputUpdate)]
+    assert partials[-1] == GOOD
+    assert {"customer": "Ada"} in partials
+    assert all("q" not in p for p in partials)  # the other call's arguments are not the answer
+
+
+async def test_no_output_updates_without_output_type() -> None:
+    model = ScriptedModel([reply(json.dumps(GOOD))], chunk_size=4)
+    _, recorder = await run(model, None)
+    assert recorder.of(ev.OutputUpdate) == []

@@ -28,6 +28,8 @@ __all__ = [
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
+    "NoOutput",
+    "OutputUpdate",
     "Start",
     "TextDelta",
     "TextEnd",
@@ -395,6 +397,29 @@ class MessageUpdate:
 
 
 @attrs.frozen(kw_only=True)
+class OutputUpdate:
+    """The structured output as it streams, for a form that fills in: the value the
+    answer's JSON holds so far, parsed best effort.
+
+    Sent in a run given ``output_type``, after the ``MessageUpdate`` of each piece of
+    the answer (the final-answer call's arguments in tool mode, the reply's text in the
+    other modes) that changes what can be read of it. The value is raw JSON data, not
+    validated and not the output's type: open strings as far as they go, open arrays
+    and objects closed, an incomplete trailing part left out. The ``output`` of the
+    run's result is the only validated value. Like ``MessageUpdate``, it may be dropped
+    by a subscriber that drops updates.
+
+    Attributes:
+        type: ``"output_update"``, the tag in JSON.
+        partial: the answer so far (a dict for an object answer; for a type whose
+            schema is wrapped, such as a list, the list).
+    """
+
+    type: ClassVar[Literal["output_update"]] = "output_update"
+    partial: Any
+
+
+@attrs.frozen(kw_only=True)
 class MessageEnd:
     """A message is finished and has entered the transcript.
 
@@ -572,6 +597,7 @@ AgentEvent: TypeAlias = (
     | MessageStart
     | MessageUpdate
     | MessageEnd
+    | OutputUpdate
     | ToolExecutionStart
     | ToolExecutionUpdate
     | ToolExecutionEnd

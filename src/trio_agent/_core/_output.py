@@ -37,26 +37,34 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Generic, Literal, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeAlias, overload
 
 import attrs
+import jiter
 import jsonschema_rs
 from cattrs.strategies import configure_tagged_union
 from typing_extensions import TypeVar
 
+from . import _events as ev
 from ._errors import AgentUsageError, OutputError
 from ._events import AgentRunResult, NoOutput
 from ._schema import TAG, drop_strict_nulls, json_schema, strict_json_schema, tagged_unions
 from ._serde import parse_json, strict_converter, structure_errors
+from ._tools import Tool, ToolContext, ToolOutput
+
+if TYPE_CHECKING:
+    from ._messages import ToolCall
 
 __all__ = [
     "DEFAULT_OUTPUT_TOOL",
     "NO_OUTPUT",
+    "AnswerStream",
     "OutputFailure",
     "OutputMode",
     "OutputPlan",
     "OutputRequest",
     "StructuredOutput",
+    "answering_tool",
     "as_structured_output",
     "output_converter",
     "partial_json",
@@ -432,83 +440,82 @@ def _render(path: list[Any], wrapped: bool) -> str:
 
 # --- partial JSON ----------------------------------------------------------------------
 
-_CLOSERS: Final = {"{": "}", "[": "]"}
+_OPENING_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?")
 
 
 def partial_json(text: str) -> Any:
     """The value a prefix of JSON text holds so far, best effort; None when nothing can
-    be made of it.
+    be made of it yet.
 
-    An open string is closed where it stops, open arrays and objects are closed, and a
-    trailing part that cannot be completed (a key without its value, a half-written
-    number, ``tru``) is left out — so a form can fill in as an answer streams. Pure.
+    An open string is kept as far as it goes, open arrays and objects are closed, and a
+    trailing part that cannot be completed (a key without its value, ``tru``, ``1.``) is
+    left out — so a form can fill in as an answer streams. An opening code fence is
+    skipped. Parsed by jiter's partial mode (the JSON parser of pydantic-core). Pure.
     """
     text = text.strip()
-    fenced = re.match(r"^```[A-Za-z0-9_-]*\s*\n?", text)
+    fenced = _OPENING_FENCE.match(text)
     if fenced is not None:
         text = text[fenced.end() :].rstrip("`").rstrip()
     if not text:
         return None
     try:
-        return json.loads(text)
+        return jiter.from_json(text.encode(), partial_mode="trailing-strings")
     except ValueError:
-        pass
-    stack, in_string, escaped = _scan(text)
-    head = text
-    if in_string:
-        if escaped:
-            head = head[:-1]
-        head += '"'
-    # Try closing as it stands; then cut back to the last separator and close again.
-    for _ in range(64):
-        attempt = _close(head, stack)
-        try:
-            return json.loads(attempt)
-        except ValueError:
-            pass
-        cut = max(head.rfind(","), head.rfind("{"), head.rfind("["))
-        if cut < 0:
+        return None
+
+
+class AnswerStream:
+    """Follows the answer of one reply as it streams, for ``OutputUpdate`` events: the
+    final-answer call's argument fragments (tool mode), or the reply's text (the other
+    modes)."""
+
+    __slots__ = ("_index", "_last", "_name", "_parts", "_plan")
+
+    def __init__(self, plan: OutputPlan, asked: OutputRequest) -> None:
+        self._plan = plan
+        self._name = asked.name if asked.mode == "tool" else None
+        self._index: int | None = None
+        self._parts: list[str] = []
+        self._last: Any = None
+
+    def feed(self, event: ev.AssistantEvent) -> ev.OutputUpdate | None:
+        """The update ``event`` brings, or None (not a piece of the answer, or nothing
+        new can be read). Pure; parses the answer so far (best effort)."""
+        t = type(event)
+        if self._name is not None:
+            if t is ev.ToolCallStart:
+                e: Any = event
+                if e.name == self._name and self._index is None:
+                    self._index = e.index
+                return None
+            if t is not ev.ToolCallDelta or event.index != self._index:  # type: ignore[union-attr]
+                return None
+        elif t is not ev.TextDelta:
             return None
-        keep = head[:cut] if head[cut] == "," else head[: cut + 1]
-        stack = _scan(keep)[0]
-        head = keep
-    return None
+        self._parts.append(event.delta)  # type: ignore[union-attr]
+        partial = self._plan.partial("".join(self._parts))
+        if partial is None or partial == self._last:
+            return None
+        self._last = partial
+        return ev.OutputUpdate(partial=partial)
 
 
-def _scan(text: str) -> tuple[list[str], bool, bool]:
-    """The closers of the containers ``text`` leaves open (innermost last), whether it
-    stops inside a string, and whether right after a backslash there."""
-    stack: list[str] = []
-    in_string = False
-    escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in _CLOSERS:
-            stack.append(_CLOSERS[ch])
-        elif ch in "]}" and stack:
-            stack.pop()
-    return stack, in_string, escaped
+def answering_tool(asked: OutputRequest, text: str) -> Tool:
+    """A tool named as the final-answer tool that answers every call with ``text`` as
+    an error result: how a refused answer is sent back from inside a batch (its
+    sibling calls run there, and each result keeps its place)."""
 
+    async def execute(  # noqa: ASYNC124 - a tool's execute is async by contract
+        call: ToolCall, args: Mapping[str, Any], ctx: ToolContext
+    ) -> ToolOutput:
+        return ToolOutput(content=text, is_error=True)
 
-def _close(head: str, stack: list[str]) -> str:
-    stripped = head.rstrip()
-    if stripped.endswith(":"):
-        stripped = stripped[:-1].rstrip()
-        # A key without its value: drop the key.
-        quote = stripped.rfind('"', 0, len(stripped) - 1)
-        if quote >= 0:
-            stripped = stripped[:quote].rstrip()
-    if stripped.endswith(","):
-        stripped = stripped[:-1]
-    return stripped + "".join(reversed(stack))
+    return Tool(
+        name=asked.name,
+        description=asked.description,
+        parameters={"type": "object"},
+        execute=execute,
+    )
 
 
 def as_structured_output(value: Any) -> StructuredOutput[Any] | None:

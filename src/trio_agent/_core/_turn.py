@@ -124,7 +124,7 @@ from ._messages import (
     sum_usage,
 )
 from ._model import ModelRequest, ToolSpec
-from ._output import NO_OUTPUT, OutputFailure
+from ._output import NO_OUTPUT, AnswerStream, OutputFailure, answering_tool
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -578,22 +578,27 @@ class TurnMachine:
     again, up to the plan's retries; then the run ends ``output_invalid``. In tool
     mode a reply that calls other tools and not the final one runs them as usual; the
     final call's siblings are skipped when the answer is accepted or the run ends,
-    and run when the answer is sent back.
+    and run when the answer is sent back (the final call is then answered in the
+    batch, by a tool that gives the errors back: outcome ``error``; answered alone,
+    its outcome is ``invalid_arguments``).
     """
 
     __slots__ = (
+        "_batch_index",
         "_checked",
         "_flow",
         "_tool_index",
         "_tool_specs",
         "abort_reason",
         "acc",
+        "answer",
         "batch",
         "call_ids",
         "config",
         "context",
         "decision",
         "ending",
+        "final_answer",
         "follow_up_poll",
         "interrupt",
         "lifecycle",
@@ -706,6 +711,12 @@ class TurnMachine:
         self.output_value: object = NO_OUTPUT
         self.output_failures = 0
         self.output_error: str | None = None
+        # Follows the streaming answer for OutputUpdate events (None: no output asked).
+        self.answer: AnswerStream | None = None
+        # The turn's final-answer call: (its id, the text of its result, is it an error).
+        self.final_answer: tuple[str, str, bool] | None = None
+        # The batch's tools when the final-answer call is answered in it (else None).
+        self._batch_index: ToolIndex | None = None
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -799,6 +810,8 @@ class TurnMachine:
         self.turn_results = []
         self.turn_stats = ev.NO_STATS
         self.decision = None
+        self.final_answer = None
+        self._batch_index = None
         index = self.turn_index
         self.turn_index += 1
         events: list[ev.AgentEvent] = [ev.TurnStart(index=index)] if self.listener.listening else []
@@ -837,6 +850,7 @@ class TurnMachine:
         plan = self.output
         if plan is not None:
             asked = self.output_mode = plan.request(plan.resolve(self.model))
+            self.answer = AnswerStream(plan, asked)
             if asked.mode == "tool":
                 specs = (
                     *specs,
@@ -893,8 +907,9 @@ class TurnMachine:
         """Judge the reply's answer, when the run asks for a structured output and the
         reply table lets the run go on (see "Structured output" in the class
         docstring): set the value, or send the answer back, or end ``output_invalid``.
-        Results and messages it appends go in the transcript now, their events to
-        ``events``."""
+        A retry message (text modes) enters the transcript now, its events to
+        ``events``; the final-answer call's result enters with its siblings' results,
+        in declaration order."""
         plan = self.output
         decision = self.decision
         asked = self.output_mode
@@ -903,12 +918,13 @@ class TurnMachine:
         assert asked is not None
         if decision.end is not None or decision.action == "skip":
             return  # the reply table decided (an error, a cut, duplicate ids...)
+        calls = decision.calls
+        final = None
+        failure: OutputFailure | None = None
         if asked.mode == "tool":
-            final = next((c for c in decision.calls if c.name == asked.name), None)
+            final = next((c for c in calls if c.name == asked.name), None)
             if final is None and decision.action == "execute":
                 return  # other tools run first; the answer comes later
-            others = tuple(c for c in decision.calls if c is not final)
-            failure: OutputFailure | None = None
             if final is None:
                 failure = plan.missing_call()
             else:
@@ -916,60 +932,57 @@ class TurnMachine:
                     self.output_value = plan.check(final.arguments)
                 except OutputFailure as exc:
                     failure = exc
-            last = failure is not None and self.output_failures >= plan.spec.retries
-            if final is not None:
-                if failure is None:
-                    text = "Final answer accepted."
-                elif last:
-                    text = f"Final answer refused (no retries left): {'; '.join(failure.lines)}"
-                else:
-                    text = plan.retry_text(failure, "tool")
-                self._answer_final(final, text, failure is not None, events)
-            elif not last:
-                events.extend(self._append(UserMessage.text(plan.missing_call_text())))
+        elif decision.action != "none":
+            return  # the reply asks for tools: they run, the answer comes later
         else:
-            if decision.action != "none":
-                return  # the reply asks for tools: they run, the answer comes later
             text = "".join(b.text for b in message.content if type(b) is Text)
-            failure = None
             try:
                 self.output_value = plan.check_text(text, strict=asked.mode == "native")
             except OutputFailure as exc:
                 failure = exc
-            others = ()
-            last = failure is not None and self.output_failures >= plan.spec.retries
-            if failure is not None and not last:
-                events.extend(self._append(UserMessage.text(plan.retry_text(failure, "text"))))
-        if failure is None:
-            self.decision = Decision(
-                "skip", others, "the run ended with its final answer", end="stop"
-            )
-        elif last:
+        last = failure is not None and self.output_failures >= plan.spec.retries
+        if failure is not None:
             self.output_failures += 1
+        if final is not None:
+            if failure is None:
+                said = "Final answer accepted."
+            elif last:
+                said = f"Final answer refused (no retries left): {'; '.join(failure.lines)}"
+            else:
+                said = plan.retry_text(failure, "tool")
+            self.final_answer = (final.id, said, failure is not None)
+        elif failure is not None and not last:
+            retry = (
+                plan.missing_call_text()
+                if asked.mode == "tool"
+                else plan.retry_text(failure, "text")
+            )
+            events.extend(self._append(UserMessage.text(retry)))
+        if failure is None:
+            self.decision = Decision("skip", calls, "the run ended with its final answer", "stop")
+        elif last:
             self.output_error = (
                 f"the output was still invalid after {plan.spec.retries} "
                 f"retr{'y' if plan.spec.retries == 1 else 'ies'}: {'; '.join(failure.lines)}"
             )
             self.decision = Decision(
-                "skip", others, "the run ended (output_invalid)", end="output_invalid"
+                "skip", calls, "the run ended (output_invalid)", end="output_invalid"
             )
+        elif final is not None and len(calls) > 1:
+            # The siblings run; the final call is answered in the batch by a tool that
+            # gives the errors back, so every result keeps its place.
+            answering = answering_tool(asked, self.final_answer[1])  # type: ignore[index]
+            self._batch_index = ToolIndex.of((*self.context.tools, answering))
+            self.decision = Decision("execute", calls, continues=True)
         else:
-            self.output_failures += 1
-            self.decision = (
-                Decision("execute", others, continues=True)
-                if others
-                else Decision("none", continues=True)
-            )
+            self.decision = Decision("skip", calls, "", continues=True)
 
-    def _answer_final(
-        self, call: ToolCall, text: str, is_error: bool, events: list[ev.AgentEvent]
-    ) -> None:
-        """The final-answer call's result (it is never run as a tool), appended now."""
-        result = make_result(call, text, is_error=is_error)
-        if self.listener.listening:
-            events.extend(_execution(call, result, "invalid_arguments" if is_error else "ok"))
-        events.extend(self._append(result))
-        self.turn_results.append(result)
+    @property
+    def batch_tools(self) -> ToolIndex:
+        """The tools the turn's batch looks its calls up in: the context's, and the
+        final-answer call's when it is answered in the batch."""
+        index = self._batch_index
+        return index if index is not None else self.tools
 
     def skip_calls(self) -> list[ev.AgentEvent]:
         """replied -> answered, for a reply whose calls do not run: each gets its
@@ -1187,11 +1200,18 @@ class TurnMachine:
         sequential = bool(calls) and runs_sequentially(self.config, self.tools, reply.tool_calls)
         listening = self.listener.listening
         results: list[ToolResultMessage] = []
+        final = self.final_answer
         for call in calls:
-            result = make_result(call, f"Tool call skipped: {why}.", is_error=True)
+            outcome: ev.ToolOutcome = "skipped"
+            if final is not None and call.id == final[0]:
+                # The final-answer call is answered, not skipped (accepted, or its errors).
+                result = make_result(call, final[1], is_error=final[2])
+                outcome = "invalid_arguments" if final[2] else "ok"
+            else:
+                result = make_result(call, f"Tool call skipped: {why}.", is_error=True)
             results.append(result)
             if listening:
-                events.extend(_execution(call, result, "skipped"))
+                events.extend(_execution(call, result, outcome))
             if sequential:
                 events.extend(self._append(result))
         if not sequential:

@@ -481,6 +481,11 @@ class Runner:
                                 await sink.emit(
                                     ev.MessageUpdate(message=acc.snapshot(), event=event)
                                 )
+                                answer = m.answer
+                                if answer is not None:
+                                    update = answer.feed(event)
+                                    if update is not None:
+                                        await sink.emit(update)
                         if acc.final is not None:
                             break
                         if timer is not None:
@@ -525,7 +530,7 @@ class Runner:
             config=config,
             sink=self.sink,
             settled=m.settle,
-            tools=m.tools,
+            tools=m.batch_tools,
         )
         batch.probe = self.probe
         if m.start_batch(batch):
