@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import TYPE_CHECKING
 
-import trio
-
+from tests.cli.test_chat import chat_cli
 from tests.kit.http_server import sse
 from tests.kit.providers import KEY, anthropic_reply, openai_reply
 
@@ -25,20 +23,13 @@ SCHEMA = {
 }
 
 
+ENV = {**os.environ, "OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": KEY}
+
+
 async def _chat(
     *args: str, stdin: bytes = b"Paris has 2.1 million people\n"
 ) -> tuple[int, str, str]:
-    env = {**os.environ, "OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": KEY}
-    with trio.fail_after(30):
-        done = await trio.run_process(
-            [sys.executable, "-m", "trio_agent.cli", "chat", *args],
-            stdin=stdin,
-            capture_stdout=True,
-            capture_stderr=True,
-            env=env,
-            check=False,
-        )
-    return done.returncode, done.stdout.decode(), done.stderr.decode()
+    return await chat_cli(*args, stdin=stdin, env=ENV)
 
 
 def _args(server: Server, tmp_path: Path, provider: str = "openai") -> list[str]:
