@@ -351,8 +351,8 @@ def strict_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 
     Every object gets ``additionalProperties: false`` and lists all its properties in
     ``required``; a property that was optional becomes nullable (``anyOf`` with
-    ``{"type": "null"}``), so a model answering in strict mode sends ``null`` for it —
-    :func:`drop_strict_nulls` turns those back into absent keys. Keywords strict mode
+    ``{"type": "null"}``), so a model answering in strict mode sends ``null`` for it
+    (structured output drops those again, so that the field's default applies). Keywords strict mode
     does not support (``default``, ``uniqueItems``, ``prefixItems``, ``minLength``...)
     are dropped; the root must be an object.
 
