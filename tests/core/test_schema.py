@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_agent import json_schema, strict_json_schema
-from trio_agent._core._output import OutputPlan, StructuredOutput, output_converter
+from trio_agent._core._output import OutputPlan, StructuredOutput, output_converter, plan_output
 from trio_agent._core._schema import drop_strict_nulls
 
 
@@ -336,3 +336,14 @@ def test_a_value_validates_against_its_own_schema(case: tuple[Any, Any]) -> None
 def test_a_wrapped_value_round_trips(value: list[int | str]) -> None:
     plan = OutputPlan(StructuredOutput(list[int | str]))
     assert plan.check({"response": value}) == value
+
+
+def test_a_plan_is_compiled_once_per_output() -> None:
+    first = plan_output(Invoice, ())
+    assert plan_output(Invoice, ()) is first
+    assert plan_output(StructuredOutput(Invoice), ()) is first
+    assert plan_output(StructuredOutput(Invoice, retries=5), ()) is not first
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert plan_output(dict(schema), ()) is plan_output(dict(schema), ())
+    assert first is not None
+    assert first.request("tool") is first.request("tool")

@@ -34,6 +34,7 @@ The modes (:data:`OutputMode`):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -254,10 +255,19 @@ class OutputPlan:
         ValueError: a JSON Schema given as a dict is not a valid schema.
     """
 
-    __slots__ = ("_validator", "schema", "spec", "strict_schema", "wrapped")
+    __slots__ = (
+        "__dict__",  # for the cached properties
+        "_requests",
+        "_validator",
+        "schema",
+        "spec",
+        "strict_schema",
+        "wrapped",
+    )
 
     def __init__(self, spec: StructuredOutput[Any]) -> None:
         self.spec = spec
+        self._requests: dict[str, OutputRequest] = {}
         tp = spec.type
         if isinstance(tp, Mapping):
             schema = json.loads(json.dumps(dict(tp)))
@@ -292,14 +302,18 @@ class OutputPlan:
         return "tool"
 
     def request(self, mode: Literal["native", "tool", "prompted"]) -> OutputRequest:
-        """What a request in ``mode`` carries (see :class:`OutputRequest`)."""
-        return OutputRequest(
-            mode=mode,
-            name=self.spec.name,
-            description=self.description,
-            schema=self.schema,
-            strict_schema=self.strict_schema,
-        )
+        """What a request in ``mode`` carries (see :class:`OutputRequest`); one value
+        per mode, built once."""
+        asked = self._requests.get(mode)
+        if asked is None:
+            asked = self._requests[mode] = OutputRequest(
+                mode=mode,
+                name=self.spec.name,
+                description=self.description,
+                schema=self.schema,
+                strict_schema=self.strict_schema,
+            )
+        return asked
 
     @property
     def description(self) -> str:
@@ -312,8 +326,9 @@ class OutputPlan:
         text = "Give your final answer by calling this tool with it as the arguments."
         return f"{own}\n\n{text}" if isinstance(own, str) and own else text
 
+    @functools.cached_property
     def instructions(self) -> str:
-        """The system prompt's addition in prompted mode."""
+        """The system prompt's addition in prompted mode (built once)."""
         schema = json.dumps(self.schema, ensure_ascii=False)
         return (
             "Give your final answer as a JSON value matching this JSON Schema, and "
@@ -543,4 +558,28 @@ def plan_output(value: Any, tool_names: Iterable[str]) -> OutputPlan | None:
             f"a tool is named {spec.name!r}, the name of the final-answer tool; "
             "give StructuredOutput(..., name=...) another name"
         )
-    return OutputPlan(spec)
+    tp = spec.type
+    try:
+        key = (
+            json.dumps(tp, sort_keys=True) if isinstance(tp, Mapping) else tp,
+            spec.mode,
+            spec.retries,
+            spec.name,
+            spec.description,
+        )
+        hash(key)
+    except (TypeError, ValueError):
+        return OutputPlan(spec)  # unhashable or not JSON: compiled for this run only
+    plan = _plans.get(key)
+    if plan is None:
+        plan = OutputPlan(spec)
+        if len(_plans) >= MAX_PLANS:
+            del _plans[next(iter(_plans))]
+        _plans[key] = plan
+    return plan
+
+
+MAX_PLANS: Final = 256
+"""How many compiled plans are kept (the oldest goes first): a run asking again for
+the same output reuses its schema, validator and strict form."""
+_plans: dict[Any, OutputPlan] = {}

@@ -859,7 +859,7 @@ class TurnMachine:
                     ),
                 )
             elif asked.mode == "prompted":
-                extra = plan.instructions()
+                extra = plan.instructions
                 system_prompt = f"{system_prompt}\n\n{extra}" if system_prompt else extra
         return ModelRequest(
             system_prompt=system_prompt,
