@@ -45,6 +45,7 @@ from trio_agent import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    check_transcript,
     open_agent_loop,
     run_agent_loop,
 )
@@ -248,8 +249,6 @@ async def test_abort_during_the_retries_keeps_the_transcript_paired(
             end = events[-1]
             assert end.type == "agent_end"
             assert end.reason == "aborted"  # type: ignore[union-attr]
-            from trio_agent import check_transcript
-
             check_transcript(end.messages)  # type: ignore[union-attr]
             return
         async with open_agent_loop("go", context, model, output_type=spec) as run:
