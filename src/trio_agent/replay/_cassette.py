@@ -193,10 +193,14 @@ def canonical_request(request: ModelRequest | Mapping[str, Any]) -> dict[str, An
     """What the digest covers: the stored request without what no model sees.
 
     Message timestamps and the ``details`` of tool results are left out (providers never
-    send them); ``options.extra`` is redacted.
+    send them), and so is an ``output`` of None; ``options.extra`` is redacted.
     """
     data = request_to_json(request) if isinstance(request, ModelRequest) else dict(request)
     data["messages"] = [_canonical_message(m) for m in data.get("messages", ())]
+    if data.get("output") is None:
+        # A request that asks for no structured output digests as requests did before
+        # ``ModelRequest.output`` existed: recorded cassettes still match.
+        data.pop("output", None)
     return data
 
 
