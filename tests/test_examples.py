@@ -55,6 +55,7 @@ COVERED = {
     "property_test_my_tool.py",
     "mcp_tools.py",
     "rollouts.py",
+    "structured_output.py",
 }
 
 
@@ -93,6 +94,19 @@ def test_steering_and_follow_up() -> None:
         "  assistant: Three notes; only the newest matters, as you said.",
         "  user: now summarise it",
         "  assistant: Summary: use nurseries.",
+    ]
+
+
+def test_structured_output_extracts_an_attrs_class() -> None:
+    out = run_example("structured_output.py")
+    assert out.splitlines() == [
+        "stop after 2 requests",
+        "sent back: - lines[1].unit_price: expected a number",
+        "Invoice(number='2026-114', customer='Ada Lovelace', lines=[Line(item='gear', "
+        "quantity=2, unit_price=12.5), Line(item='lever', quantity=1, unit_price=4.0)], "
+        "paid=False)",
+        "total: 29.00",
+        "streamed updates: 2",
     ]
 
 

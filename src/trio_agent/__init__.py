@@ -103,6 +103,10 @@ from ._core import ModelOptions as ModelOptions
 from ._core import ModelRequest as ModelRequest
 from ._core import NextTurn as NextTurn
 from ._core import Observer as Observer
+from ._core import OutputError as OutputError
+from ._core import OutputMode as OutputMode
+from ._core import OutputRequest as OutputRequest
+from ._core import OutputUpdate as OutputUpdate
 from ._core import RecordMarker as RecordMarker
 from ._core import RequestContext as RequestContext
 from ._core import RequestObservation as RequestObservation
@@ -110,6 +114,7 @@ from ._core import Result as Result
 from ._core import RunObservation as RunObservation
 from ._core import Start as Start
 from ._core import StopReason as StopReason
+from ._core import StructuredOutput as StructuredOutput
 from ._core import Text as Text
 from ._core import TextDelta as TextDelta
 from ._core import TextEnd as TextEnd
@@ -143,8 +148,10 @@ from ._core import Usage as Usage
 from ._core import UserMessage as UserMessage
 from ._core import check_transcript as check_transcript
 from ._core import dumps as dumps
+from ._core import json_schema as json_schema
 from ._core import loads as loads
 from ._core import repair as repair
+from ._core import strict_json_schema as strict_json_schema
 from ._core import tool as tool
 from ._run import AgentRun as AgentRun
 from ._run import open_agent_loop as open_agent_loop
@@ -201,6 +208,10 @@ __all__ = [
     "ModelRequest",
     "NextTurn",
     "Observer",
+    "OutputError",
+    "OutputMode",
+    "OutputRequest",
+    "OutputUpdate",
     "RecordMarker",
     "RequestContext",
     "RequestObservation",
@@ -208,6 +219,7 @@ __all__ = [
     "RunObservation",
     "Start",
     "StopReason",
+    "StructuredOutput",
     "Text",
     "TextDelta",
     "TextEnd",
@@ -241,6 +253,7 @@ __all__ = [
     "UserMessage",
     "check_transcript",
     "dumps",
+    "json_schema",
     "load_transcript",
     "loads",
     "open_agent",
@@ -248,6 +261,7 @@ __all__ = [
     "repair",
     "resume",
     "run_agent_loop",
+    "strict_json_schema",
     "tool",
     "write_transcript",
 ]

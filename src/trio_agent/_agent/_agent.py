@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import functools
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, final, overload
 
 import attrs
 import trio
+from typing_extensions import TypeVar
 
 from .._core import (
     AgentRunError,
@@ -51,6 +52,7 @@ from .._core import (
     check_model,
     is_str,
     one_of,
+    plan_output,
     plan_resume,
     trusted_context,
 )
@@ -75,13 +77,17 @@ if TYPE_CHECKING:
         ContextPolicy,
         DeferredCall,
         Message,
+        OutputPlan,
         ResumePlan,
+        StructuredOutput,
         Usage,
     )
     from .._core import events as ev
     from .._run import DeferredSource
 
 __all__ = ["Agent", "AgentState", "QueueMode", "open_agent"]
+
+T = TypeVar("T")
 
 
 def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
@@ -142,6 +148,8 @@ class Agent:
     )
     # The calls the last run left waiting (it ended "deferred"), until they are answered.
     _deferral: Deferral | None = attrs.field(init=False, default=None, repr=False)
+    # The structured output of the last prompt (continue_() asks for it again).
+    _output_type: Any = attrs.field(init=False, default=None, repr=False)
     _slot: RunSlot = attrs.field(
         init=False,
         default=attrs.Factory(
@@ -343,12 +351,37 @@ class Agent:
 
     # --- runs -------------------------------------------------------------------------
 
-    async def prompt(self, message: str | Message | Sequence[Message]) -> AgentRunResult:
+    @overload
+    async def prompt(
+        self, message: str | Message | Sequence[Message], *, output_type: None = None
+    ) -> AgentRunResult[None]: ...
+
+    @overload
+    async def prompt(
+        self,
+        message: str | Message | Sequence[Message],
+        *,
+        output_type: type[T] | StructuredOutput[T],
+    ) -> AgentRunResult[T]: ...
+
+    @overload
+    async def prompt(
+        self, message: str | Message | Sequence[Message], *, output_type: Any
+    ) -> AgentRunResult[Any]: ...
+
+    async def prompt(
+        self, message: str | Message | Sequence[Message], *, output_type: Any = None
+    ) -> AgentRunResult[Any]:
         """Send a message and run until the model is done; returns how the run ended.
 
         ``message`` is a text (sent as a user message), a message, or several. Queued
         steering messages are delivered ahead of it, in the same request; queued
         follow-ups when the model would otherwise stop.
+
+        ``output_type`` asks this run for a structured output, as for
+        :func:`run_agent_loop` (the result's ``output`` is the validated value); it
+        holds for this prompt, and :meth:`continue_` asks for it again. A prompt without
+        one asks for none.
 
         A model error ends the run with reason ``error`` (``state.error_message`` set);
         an abort with reason ``aborted``. Cancelling the call aborts the run: the paired
@@ -356,16 +389,23 @@ class Agent:
 
         Raises:
             AgentBusyError: a run is active (queue with steer()/follow_up() instead).
-            AgentUsageError: no message given, or the agent is closed.
+            AgentUsageError: no message given, the agent is closed, or a tool has the
+                final-answer tool's name.
+            TypeError: ``output_type`` has no JSON Schema.
             AgentRunError: a hook raised or a bug ended the run; ``state.messages``
                 holds the paired transcript, ``__cause__`` the original error.
         """
         prompts = as_agent_prompts(message)
+        output = plan_output(output_type, (t.name for t in self.tools))
         active = await self._slot.begin("prompt")
-        return await self._run(active, self._slot.prompt_messages(active, prompts))
+        self._output_type = output_type
+        return await self._run(active, self._slot.prompt_messages(active, prompts), output)
 
-    async def continue_(self) -> AgentRunResult:
+    async def continue_(self) -> AgentRunResult[Any]:
         """Run again from the transcript as it stands (to retry, or to answer the queues).
+
+        The run asks for the structured output the last :meth:`prompt` asked for (none
+        if it asked for none).
 
         From a transcript ending in a user, tool-result or custom message, the model is
         asked again (queued steering joins at the run's first poll). From an assistant
@@ -379,8 +419,9 @@ class Agent:
                 nothing is queued.
             AgentRunError: as for :meth:`prompt`.
         """
+        output = plan_output(self._output_type, (t.name for t in self.tools))
         active = await self._slot.begin("continue_")
-        return await self._run(active, self._slot.continue_messages(active))
+        return await self._run(active, self._slot.continue_messages(active), output)
 
     async def resume(
         self,
@@ -392,7 +433,8 @@ class Agent:
         with the loop; as :func:`trio_agent.resume`, with the agent's model, tools,
         system prompt, config and queues.
 
-        Every waiting call is answered before the first request: ``Approve()`` runs it,
+        The run asks for the last prompt's ``output_type`` again, as :meth:`continue_`
+        does. Every waiting call is answered before the first request: ``Approve()`` runs it,
         ``Deny(reason)`` gives it an error result with the reason, ``Result(content)``
         gives it that result; the results its batch held back enter with them, in
         declaration order. Subscribers get the run's events, among them the
@@ -420,14 +462,20 @@ class Agent:
             if deferral is None:
                 raise AgentUsageError("nothing to resume: no call of the agent waits")
             plan = plan_resume(in_memory(self._view.messages, deferral), decisions)
+        # The run goes on asking for the last prompt's structured output, as continue_().
+        output = plan_output(self._output_type, (t.name for t in self.tools))
         active = await self._slot.begin("resume")
         if transcript is not None:
             self._view.replace(list(messages))  # checked where it was loaded
-        return await self._run(active, [], plan)
+        return await self._run(active, [], output, plan)
 
     async def _run(
-        self, active: ActiveRun, prompts: list[Message], plan: ResumePlan | None = None
-    ) -> AgentRunResult:
+        self,
+        active: ActiveRun,
+        prompts: list[Message],
+        output: OutputPlan | None,
+        plan: ResumePlan | None = None,
+    ) -> AgentRunResult[Any]:
         # The agent's fields were checked when assigned, its transcript as it entered.
         context = trusted_context(self.system_prompt, tuple(self._view.messages), self.tools)
         runner: Runner | None = None
@@ -449,6 +497,7 @@ class Agent:
                 ),
                 delivery=delivery,
                 plan=plan,
+                output=output,
             )
             self._slot.attach(active, runner)
             # The run goes on in this task: a cancel of the caller reaches it at its

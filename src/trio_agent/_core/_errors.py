@@ -7,6 +7,7 @@ Every error the library raises on purpose derives from :class:`TrioAgentError`::
     │   └── AgentBusyError       a run is active; wait, steer or follow up instead
     ├── AgentRunError            a run failed (a hook raised, or a bug): `.result` holds
     │                            the paired transcript, `__cause__` the original error
+    ├── OutputError              a run's structured output was read, but it has none
     ├── TranscriptFormatError    serialized messages that cannot be read back
     └── TranscriptError          a transcript that breaks the pairing invariant
 
@@ -27,6 +28,7 @@ __all__ = [
     "AgentBusyError",
     "AgentRunError",
     "AgentUsageError",
+    "OutputError",
     "TranscriptError",
     "TranscriptFormatError",
     "TrioAgentError",
@@ -43,6 +45,12 @@ class AgentUsageError(TrioAgentError):
 
 class AgentBusyError(AgentUsageError):
     """An operation needs an idle agent, but a run is active."""
+
+
+class OutputError(TrioAgentError):
+    """``AgentRunResult.output`` was read, but the run ended without a valid output:
+    its answer was still invalid after the retries (reason ``output_invalid``; the
+    message names the last failure), or the run ended before answering."""
 
 
 class AgentRunError(TrioAgentError):

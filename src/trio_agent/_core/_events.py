@@ -8,9 +8,10 @@ immutable snapshots: a consumer that keeps one never sees it change.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Protocol, TypeAlias
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeAlias
 
 import attrs
+from typing_extensions import TypeVar
 
 from ._deferral import Deferral, DeferredCall
 from ._messages import (
@@ -36,6 +37,8 @@ __all__ = [
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
+    "NoOutput",
+    "OutputUpdate",
     "RecordMarker",
     "Start",
     "TextDelta",
@@ -279,6 +282,7 @@ EndReason: TypeAlias = Literal[
     "timeout",
     "deferred",
     "context_overflow",
+    "output_invalid",
 ]
 """Why a run ended, as ``AgentEnd.reason`` and ``AgentRunResult.reason`` give it.
 
@@ -299,6 +303,9 @@ EndReason: TypeAlias = Literal[
 - ``context_overflow``: the provider refused a request as longer than the model's
   context window, and either no context policy (``LoopConfig.context``) was set or the
   request it compacted once more was refused again; ``error_message`` says so.
+- ``output_invalid``: the run asked for a structured output (``output_type``) and the
+  model's answer was still invalid after ``StructuredOutput.retries`` retries; the
+  result's ``error_message`` names the last failure.
 
 Whatever the reason but ``deferred``, every tool call in the transcript has its result;
 a ``deferred`` run's waiting calls have none until they are answered.
@@ -405,6 +412,29 @@ class MessageUpdate:
 
     def __hash__(self) -> int:
         return hash(self.event)
+
+
+@attrs.frozen(kw_only=True)
+class OutputUpdate:
+    """The structured output as it streams, for a form that fills in: the value the
+    answer's JSON holds so far, parsed best effort.
+
+    Sent in a run given ``output_type``, after the ``MessageUpdate`` of each piece of
+    the answer (the final-answer call's arguments in tool mode, the reply's text in the
+    other modes) that changes what can be read of it. The value is raw JSON data, not
+    validated and not the output's type: open strings as far as they go, open arrays
+    and objects closed, an incomplete trailing part left out. The ``output`` of the
+    run's result is the only validated value. Like ``MessageUpdate``, it may be dropped
+    by a subscriber that drops updates.
+
+    Attributes:
+        type: ``"output_update"``, the tag in JSON.
+        partial: the answer so far (a dict for an object answer; for a type whose
+            schema is wrapped, such as a list, the list).
+    """
+
+    type: ClassVar[Literal["output_update"]] = "output_update"
+    partial: Any
 
 
 @attrs.frozen(kw_only=True)
@@ -648,6 +678,7 @@ AgentEvent: TypeAlias = (
     | MessageStart
     | MessageUpdate
     | MessageEnd
+    | OutputUpdate
     | ToolExecutionStart
     | ToolExecutionUpdate
     | ToolExecutionEnd
@@ -663,9 +694,26 @@ events page of the guide for the full order.
 """
 
 
+T = TypeVar("T", default=Any)
+
+
+class NoOutput:
+    """What a result holds in place of the output of a run that asked for one and
+    ended without a valid one: reading ``output`` raises :meth:`error` (the one
+    instance is ``_output.NO_OUTPUT``, whose error is an ``OutputError``)."""
+
+    def error(self, result: AgentRunResult[Any]) -> Exception:
+        """The error reading ``result.output`` raises."""
+        raise NotImplementedError
+
+
 @attrs.frozen(kw_only=True)
-class AgentRunResult:
+class AgentRunResult(Generic[T]):
     """How a run ended.
+
+    ``AgentRunResult[T]``: a run given ``output_type=T`` (a class, or a
+    ``StructuredOutput[T]``) returns one whose :attr:`output` is a ``T``; without
+    ``output_type`` the output is None.
 
     Attributes:
         reason: why it ended.
@@ -681,6 +729,7 @@ class AgentRunResult:
         usage: the token counts of this run's replies, summed (cache tokens included).
         deferral: when the run ended ``deferred``, its calls that wait and the results
             held back until they are answered (see ``resume``); else None.
+        output: see :attr:`output` (given as ``output=`` when built).
     """
 
     reason: EndReason
@@ -692,6 +741,7 @@ class AgentRunResult:
     error_message: str | None = None
     usage: Usage = attrs.field(factory=Usage)
     deferral: Deferral | None = None
+    _output: Any = attrs.field(default=None, alias="output")
 
     @property
     def deferred(self) -> tuple[DeferredCall, ...]:
@@ -706,3 +756,18 @@ class AgentRunResult:
         the ``genai-prices`` table does not know, or the package is not installed).
         Computed on each access."""
         return total_cost(self.messages)
+
+    @property
+    def output(self) -> T:
+        """The run's structured output: the validated value of its ``output_type``
+        (None for a run without one). Not a checkpoint.
+
+        Raises:
+            OutputError: the run asked for an output and ended without a valid one
+                (reason ``output_invalid``, or it ended first: aborted, an error,
+                ``max_steps``...); the message says why.
+        """
+        value = self._output
+        if isinstance(value, NoOutput):
+            raise value.error(self)
+        return value  # type: ignore[no-any-return]

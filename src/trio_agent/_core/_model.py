@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 from ._messages import Message
+from ._output import OutputRequest
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -82,12 +83,17 @@ class ModelRequest:
             result.
         tools: the tools the model may call.
         options: the request's options.
+        output: what the run asks of the final answer when it wants a structured
+            output (the mode and the schema; see :class:`OutputRequest`), else None.
+            In ``tool`` mode the final-answer tool is among ``tools``; in ``prompted``
+            mode the system prompt asks for the JSON.
     """
 
     system_prompt: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     options: ModelOptions = attrs.field(factory=ModelOptions)
+    output: OutputRequest | None = None
 
 
 @runtime_checkable

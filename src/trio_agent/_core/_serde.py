@@ -62,6 +62,8 @@ __all__ = [
     "loads",
     "message_to_json",
     "parse_json",
+    "strict_converter",
+    "structure_errors",
     "to_jsonable",
 ]
 
@@ -230,13 +232,33 @@ def _add_tag(
     return unstructure
 
 
-def _make() -> cattrs.Converter:
+def strict_converter() -> cattrs.Converter:
+    """A new JSON converter that structures primitives strictly (``"false"`` is not a
+    bool, ``1.5`` not an int, ``None`` not a str); the base of the transcripts' converter
+    and of structured output's."""
     conv = make_converter(prefer_attrib_converters=False)
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(float, _strict_float)
     conv.register_structure_hook(bool, _strict_bool)
     conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], _json_object)
+    return conv
+
+
+def structure_errors(exc: Exception) -> list[tuple[str, str]]:
+    """What a structuring error of a converter from :func:`strict_converter` says:
+    ``(path, message)`` for each failure, the path starting at ``$`` (``$.items[2]``)."""
+    if not isinstance(exc, cattrs.BaseValidationError):
+        return [("$", _describe(exc, None))]
+    out = []
+    for line in cattrs.transform_error(exc, path="$", format_exception=_describe):
+        message, _, path = line.rpartition(" @ ")
+        out.append((path or "$", message or line))
+    return out
+
+
+def _make() -> cattrs.Converter:
+    conv = strict_converter()
     conv.register_unstructure_hook(Tokens, _unstructure_tokens)
     conv.register_structure_hook(Tokens, _structure_tokens)
 

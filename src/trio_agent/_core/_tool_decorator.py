@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-import re
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,6 +26,7 @@ import attrs
 import msgspec
 
 from ._arguments import InvalidArguments, check_arguments, compile_parameters
+from ._docstrings import parse_docstring
 from ._messages import ToolCall
 from ._schema import json_schema
 from ._serde import json_text
@@ -300,57 +300,3 @@ def _schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     if defs:
         top["$defs"] = defs
     return top
-
-
-# --- docstrings ------------------------------------------------------------------------
-
-_SECTION = re.compile(r"([A-Z][A-Za-z ]*):\s*")
-_ARG_SECTIONS = frozenset(
-    {"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"}
-)
-_ENTRY = re.compile(r"\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)")
-
-
-def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into the description and per-argument texts.
-
-    Returns:
-        The docstring without its ``Args:`` section (summary, body and any other
-        section, blank-line runs collapsed), and ``{parameter: description}`` from the
-        ``Args:`` section, continuation lines joined with spaces.
-    """
-    if not doc:
-        return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    body: list[str] = []
-    args: dict[str, str] = {}
-    i = 0
-    while i < len(lines):
-        header = _SECTION.fullmatch(lines[i])
-        if header is None or header.group(1) not in _ARG_SECTIONS:
-            body.append(lines[i].rstrip())
-            i += 1
-            continue
-        i += 1
-        entry_indent: int | None = None
-        current: str | None = None
-        # The section runs until the next line that starts at column 0.
-        while i < len(lines) and (not lines[i].strip() or lines[i][0].isspace()):
-            line = lines[i]
-            i += 1
-            text = line.strip()
-            if not text:
-                continue
-            indent = len(line) - len(line.lstrip())
-            if entry_indent is None:
-                entry_indent = indent
-            if indent <= entry_indent:
-                entry = _ENTRY.fullmatch(text)
-                current = None
-                if entry is not None:
-                    current = entry.group(1)
-                    args[current] = entry.group(2).strip()
-            elif current is not None:
-                args[current] = f"{args[current]} {text}".strip()
-    description = re.sub(r"\n{3,}", "\n\n", "\n".join(body)).strip()
-    return description, args

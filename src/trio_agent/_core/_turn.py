@@ -140,11 +140,14 @@ from ._messages import (
     NO_USAGE,
     AssistantMessage,
     CustomMessage,
+    Text,
+    UserMessage,
     make_result,
     sum_usage,
     total_cost,
 )
 from ._model import ModelRequest, ToolSpec
+from ._output import NO_OUTPUT, AnswerStream, OutputFailure, answering_tool
 from ._resumption import DECISIONS, DEFERRAL, deferral_data
 
 if TYPE_CHECKING:
@@ -153,6 +156,7 @@ if TYPE_CHECKING:
     from ._config import Context, LoopConfig, MaybeAwaitable, Messages
     from ._messages import Message, StopReason, ToolCall, ToolResultMessage, Usage
     from ._model import Model, ModelOptions
+    from ._output import OutputPlan, OutputRequest
     from ._resumption import ResumePlan
     from ._tools import Tool
 
@@ -578,6 +582,24 @@ class BatchRun(Protocol):
 
 
 _NO_EVENTS: Final[tuple[ev.AgentEvent, ...]] = ()
+
+
+def _execution(
+    call: ToolCall, result: ToolResultMessage, outcome: ev.ToolOutcome
+) -> tuple[ev.AgentEvent, ev.AgentEvent]:
+    """The start and end events of a call the machine answers itself (never run)."""
+    return (
+        ev.ToolExecutionStart(call_id=call.id, tool_name=call.name, args=call.arguments),
+        ev.ToolExecutionEnd(
+            call_id=call.id,
+            tool_name=call.name,
+            result=result,
+            is_error=result.is_error,
+            outcome=outcome,
+        ),
+    )
+
+
 _REPLY_CUT_BY_ABORT: Final = frozenset({"aborted", "timeout"})
 
 
@@ -637,15 +659,34 @@ class TurnMachine:
         trusted_polls: whether what the polls return was checked where it entered (the
             Agent's queues hold messages checked when queued): the driver then does not
             check it again.
+        output: the structured output the run must end with (see "Structured output"
+            below), or None.
+
+    Structured output. Each request asks for the final answer in the mode the plan
+    resolves for the model in use (a final-answer tool among the tools, the schema in
+    the system prompt, or the provider's native structured output:
+    ``ModelRequest.output``). When the reply is in (:meth:`end_reply`) and the reply
+    table lets the run go on, the answer is judged (``_judge_output``): a valid one
+    ends the run ``stop`` with the value; an invalid one is sent back — as the
+    final-answer call's error result (tool mode; the call is always answered, so the
+    transcript stays paired) or as a user message (text modes) — and the model asked
+    again, up to the plan's retries; then the run ends ``output_invalid``. In tool
+    mode a reply that calls other tools and not the final one runs them as usual; the
+    final call's siblings are skipped when the answer is accepted or the run ends,
+    and run when the answer is sent back (the final call is then answered in the
+    batch, by a tool that gives the errors back: outcome ``error``; answered alone,
+    its outcome is ``invalid_arguments``).
     """
 
     __slots__ = (
+        "_batch_index",
         "_checked",
         "_flow",
         "_tool_index",
         "_tool_specs",
         "abort_reason",
         "acc",
+        "answer",
         "batch",
         "call_ids",
         "config",
@@ -653,6 +694,7 @@ class TurnMachine:
         "decision",
         "deferral",
         "ending",
+        "final_answer",
         "follow_up_poll",
         "interrupt",
         "lifecycle",
@@ -661,6 +703,11 @@ class TurnMachine:
         "model",
         "new_messages",
         "options",
+        "output",
+        "output_error",
+        "output_failures",
+        "output_mode",
+        "output_value",
         "overflow_retry",
         "pending",
         "phase",
@@ -693,6 +740,7 @@ class TurnMachine:
         interruptible: bool = True,
         trusted_polls: bool = False,
         plan: ResumePlan | None = None,
+        output: OutputPlan | None = None,
     ) -> None:
         self.config = config
         self.context = context
@@ -762,6 +810,19 @@ class TurnMachine:
         self.plan = plan
         # The calls that wait, once a batch deferred some (the run then ends "deferred").
         self.deferral: Deferral | None = None
+        # Structured output (None: the run asks for none): the mode of the request in
+        # flight, the value once an answer was valid, the invalid answers so far.
+        self.output = output
+        self.output_mode: OutputRequest | None = None
+        self.output_value: object = NO_OUTPUT
+        self.output_failures = 0
+        self.output_error: str | None = None
+        # Follows the streaming answer for OutputUpdate events (None: no output asked).
+        self.answer: AnswerStream | None = None
+        # The turn's final-answer call: (its id, the text of its result, is it an error).
+        self.final_answer: tuple[str, str, bool] | None = None
+        # The batch's tools when the final-answer call is answered in it (else None).
+        self._batch_index: ToolIndex | None = None
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -860,6 +921,8 @@ class TurnMachine:
         self.turn_results = []
         self.turn_stats = ev.NO_STATS
         self.decision = None
+        self.final_answer = None
+        self._batch_index = None
         index = self.turn_index
         self.turn_index += 1
         events: list[ev.AgentEvent] = [ev.TurnStart(index=index)] if self.listener.listening else []
@@ -913,11 +976,28 @@ class TurnMachine:
                 ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
                 for t in self.context.tools
             )
+        system_prompt = self.context.system_prompt
+        asked: OutputRequest | None = None
+        plan = self.output
+        if plan is not None:
+            asked = self.output_mode = plan.request(plan.resolve(self.model))
+            self.answer = AnswerStream(plan, asked)
+            if asked.mode == "tool":
+                specs = (
+                    *specs,
+                    ToolSpec(
+                        name=asked.name, description=asked.description, parameters=asked.schema
+                    ),
+                )
+            elif asked.mode == "prompted":
+                extra = plan.instructions
+                system_prompt = f"{system_prompt}\n\n{extra}" if system_prompt else extra
         return ModelRequest(
-            system_prompt=self.context.system_prompt,
+            system_prompt=system_prompt,
             messages=tuple(messages),
             tools=specs,
             options=self.options,
+            output=asked,
         )
 
     def end_reply(self) -> Sequence[ev.AgentEvent]:
@@ -950,14 +1030,97 @@ class TurnMachine:
                 if overflow is not None
                 else decide(message, continue_after_length=self.config.continue_after_length)
             )
-        if not self.listener.listening:
-            return _NO_EVENTS
+        listening = self.listener.listening
         closing: list[ev.AgentEvent] = []
-        if not acc.start_emitted:
-            acc.start_emitted = True
-            closing.append(ev.MessageStart(message=acc.empty()))
-        closing.append(ev.MessageEnd(message=message))
-        return closing
+        if listening:
+            if not acc.start_emitted:
+                acc.start_emitted = True
+                closing.append(ev.MessageStart(message=acc.empty()))
+            closing.append(ev.MessageEnd(message=message))
+        if self.output is not None and not cut:
+            self._judge_output(message, closing)
+        return closing if listening else _NO_EVENTS
+
+    def _judge_output(self, message: AssistantMessage, events: list[ev.AgentEvent]) -> None:
+        """Judge the reply's answer, when the run asks for a structured output and the
+        reply table lets the run go on (see "Structured output" in the class
+        docstring): set the value, or send the answer back, or end ``output_invalid``.
+        A retry message (text modes) enters the transcript now, its events to
+        ``events``; the final-answer call's result enters with its siblings' results,
+        in declaration order."""
+        plan = self.output
+        decision = self.decision
+        asked = self.output_mode
+        assert plan is not None
+        assert decision is not None
+        assert asked is not None
+        if decision.end is not None or decision.action == "skip":
+            return  # the reply table decided (an error, a cut, duplicate ids...)
+        calls = decision.calls
+        final = None
+        failure: OutputFailure | None = None
+        if asked.mode == "tool":
+            final = next((c for c in calls if c.name == asked.name), None)
+            if final is None and decision.action == "execute":
+                return  # other tools run first; the answer comes later
+            if final is None:
+                failure = plan.missing_call()
+            else:
+                try:
+                    self.output_value = plan.check(final.arguments)
+                except OutputFailure as exc:
+                    failure = exc
+        elif decision.action != "none":
+            return  # the reply asks for tools: they run, the answer comes later
+        else:
+            text = "".join(b.text for b in message.content if type(b) is Text)
+            try:
+                self.output_value = plan.check_text(text, strict=asked.mode == "native")
+            except OutputFailure as exc:
+                failure = exc
+        last = failure is not None and self.output_failures >= plan.spec.retries
+        if failure is not None:
+            self.output_failures += 1
+        if final is not None:
+            if failure is None:
+                said = "Final answer accepted."
+            elif last:
+                said = f"Final answer refused (no retries left): {'; '.join(failure.lines)}"
+            else:
+                said = plan.retry_text(failure, "tool")
+            self.final_answer = (final.id, said, failure is not None)
+        elif failure is not None and not last:
+            retry = (
+                plan.missing_call_text()
+                if asked.mode == "tool"
+                else plan.retry_text(failure, "text")
+            )
+            events.extend(self._append(UserMessage.text(retry)))
+        if failure is None:
+            self.decision = Decision("skip", calls, "the run ended with its final answer", "stop")
+        elif last:
+            self.output_error = (
+                f"the output was still invalid after {plan.spec.retries} "
+                f"retr{'y' if plan.spec.retries == 1 else 'ies'}: {'; '.join(failure.lines)}"
+            )
+            self.decision = Decision(
+                "skip", calls, "the run ended (output_invalid)", end="output_invalid"
+            )
+        elif final is not None and len(calls) > 1:
+            # The siblings run; the final call is answered in the batch by a tool that
+            # gives the errors back, so every result keeps its place.
+            answering = answering_tool(asked, self.final_answer[1])  # type: ignore[index]
+            self._batch_index = ToolIndex.of((*self.context.tools, answering))
+            self.decision = Decision("execute", calls, continues=True)
+        else:
+            self.decision = Decision("skip", calls, "", continues=True)
+
+    @property
+    def batch_tools(self) -> ToolIndex:
+        """The tools the turn's batch looks its calls up in: the context's, and the
+        final-answer call's when it is answered in the batch."""
+        index = self._batch_index
+        return index if index is not None else self.tools
 
     def skip_calls(self) -> list[ev.AgentEvent]:
         """replied -> answered, for a reply whose calls do not run: each gets its
@@ -1170,6 +1333,8 @@ class TurnMachine:
         )
         if reason == "context_overflow" and self.decision is not None:
             error_message = f"{self.decision.skip_why}: {error_message}"
+        if reason == "output_invalid":
+            error_message = self.output_error
         self.result = AgentRunResult(
             reason=reason,
             messages=tuple(self.new_messages),
@@ -1180,6 +1345,7 @@ class TurnMachine:
             error_message=error_message,
             usage=self.usage,
             deferral=self.deferral if reason == "deferred" else None,
+            output=None if self.output is None else self.output_value,
         )
         if reason == "deferred" and self.deferral is not None:
             events.append(ev.RecordMarker(kind=DEFERRAL, data=deferral_data(self.deferral)))
@@ -1215,22 +1381,18 @@ class TurnMachine:
         sequential = bool(calls) and runs_sequentially(self.config, self.tools, reply.tool_calls)
         listening = self.listener.listening
         results: list[ToolResultMessage] = []
+        final = self.final_answer
         for call in calls:
-            result = make_result(call, f"Tool call skipped: {why}.", is_error=True)
+            outcome: ev.ToolOutcome = "skipped"
+            if final is not None and call.id == final[0]:
+                # The final-answer call is answered, not skipped (accepted, or its errors).
+                result = make_result(call, final[1], is_error=final[2])
+                outcome = "invalid_arguments" if final[2] else "ok"
+            else:
+                result = make_result(call, f"Tool call skipped: {why}.", is_error=True)
             results.append(result)
             if listening:
-                events.append(
-                    ev.ToolExecutionStart(call_id=call.id, tool_name=call.name, args=call.arguments)
-                )
-                events.append(
-                    ev.ToolExecutionEnd(
-                        call_id=call.id,
-                        tool_name=call.name,
-                        result=result,
-                        is_error=True,
-                        outcome="skipped",
-                    )
-                )
+                events.extend(_execution(call, result, outcome))
             if sequential:
                 events.extend(self._append(result))
         if not sequential:

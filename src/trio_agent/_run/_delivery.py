@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["Channel", "EventDelivery", "OnEvent", "Sink", "SinkFailure", "Subscription"]
 
 OnEvent = Callable[[ev.AgentEvent], Awaitable[None] | None]
-_UPDATES = (ev.MessageUpdate, ev.ToolExecutionUpdate)
+_UPDATES = (ev.MessageUpdate, ev.ToolExecutionUpdate, ev.OutputUpdate)
 """Events a cancel may drop: never owed."""
 _HELD = (ev.TurnEnd, ev.AgentEnd)
 """Events a holding delivery never hands over at once (see the module docstring)."""

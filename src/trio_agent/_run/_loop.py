@@ -8,12 +8,13 @@ task of its own with a memory channel for the events (``open_agent_loop``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Generic, final, overload
 
 import attrs
 import trio
+from typing_extensions import TypeVar
 
-from .._core import AgentRunError, AgentRunResult, Context, LoopConfig, check_run
+from .._core import AgentRunError, AgentRunResult, Context, LoopConfig, check_run, plan_output
 from .._core import events as ev
 from ._cancel import representative
 from ._runner import OnEvent, Runner
@@ -22,9 +23,48 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import TracebackType
 
-    from .._core import Message, Model
+    from .._core import Message, Model, StructuredOutput
 
 __all__ = ["AgentRun", "AgentRunResult", "open_agent_loop", "run_agent_loop"]
+
+T = TypeVar("T")
+R = TypeVar("R", default=Any)
+
+
+@overload
+async def run_agent_loop(
+    prompts: Sequence[Message] | str,
+    context: Context,
+    model: Model,
+    config: LoopConfig | None = None,
+    on_event: OnEvent | None = None,
+    *,
+    output_type: None = None,
+) -> AgentRunResult[None]: ...
+
+
+@overload
+async def run_agent_loop(
+    prompts: Sequence[Message] | str,
+    context: Context,
+    model: Model,
+    config: LoopConfig | None = None,
+    on_event: OnEvent | None = None,
+    *,
+    output_type: type[T] | StructuredOutput[T],
+) -> AgentRunResult[T]: ...
+
+
+@overload
+async def run_agent_loop(
+    prompts: Sequence[Message] | str,
+    context: Context,
+    model: Model,
+    config: LoopConfig | None = None,
+    on_event: OnEvent | None = None,
+    *,
+    output_type: Any,
+) -> AgentRunResult[Any]: ...
 
 
 async def run_agent_loop(
@@ -33,7 +73,9 @@ async def run_agent_loop(
     model: Model,
     config: LoopConfig | None = None,
     on_event: OnEvent | None = None,
-) -> AgentRunResult:
+    *,
+    output_type: Any = None,
+) -> AgentRunResult[Any]:
     """Run the agent loop to its end and return how it ended.
 
     Args:
@@ -45,6 +87,12 @@ async def run_agent_loop(
         config: hooks and limits (:class:`LoopConfig`).
         on_event: called with every event, in order; an awaitable it returns is awaited
             (a slow sink slows the run).
+        output_type: the structured output the run must end with: a type (an attrs
+            class, a dataclass, a ``TypedDict``, a primitive, ``list[...]``,
+            ``Literal[...]``, a union), a JSON Schema ``dict``, or a
+            :class:`StructuredOutput` choosing the mode and retries. The result's
+            ``output`` is then the validated value; an answer that stays invalid after
+            the retries ends the run ``output_invalid``.
 
     Every event reaches ``on_event`` exactly once, in order, whatever cancels the run: a
     call that a cancel interrupted part-way counts as delivered (the sink may already
@@ -70,21 +118,25 @@ async def run_agent_loop(
     Raises:
         TypeError: before anything runs, when ``prompts`` is not a ``str`` or a
             sequence of messages (a bare message, bytes, a list holding a non-message).
-        AgentUsageError: nothing to continue from.
+        AgentUsageError: nothing to continue from, or a tool has the final-answer
+            tool's name.
         AgentRunError: a hook or ``on_event`` raised, or a bug; ``.result`` holds the
             paired transcript, ``__cause__`` the original error.
     """
     config = LoopConfig() if config is None else config
     checked = check_run(prompts, context, model, config)
+    output = plan_output(output_type, (t.name for t in context.tools))
     # Nothing outside can abort or interrupt this run: it needs no cancel scopes of its
     # own (the caller's still stop it).
-    runner = Runner(checked, context, model, config, on_event=on_event, controlled=False)
+    runner = Runner(
+        checked, context, model, config, on_event=on_event, controlled=False, output=output
+    )
     return await runner.run()
 
 
 @final
 @attrs.define(eq=False)
-class AgentRun:
+class AgentRun(Generic[R]):
     """A run started by :func:`open_agent_loop`: its events, its state, and its controls.
 
     Read ``events`` to follow the run; ``abort()`` and ``interrupt()`` steer it from any
@@ -107,7 +159,7 @@ class AgentRun:
     _runner: Runner = attrs.field(alias="runner", repr=False)
 
     @property
-    def result(self) -> AgentRunResult | None:
+    def result(self) -> AgentRunResult[R] | None:
         """How the run ended; ``None`` while it runs."""
         return self._runner.result
 
@@ -150,7 +202,7 @@ class AgentRun:
         return self._runner.interrupt()
 
 
-class open_agent_loop:
+class open_agent_loop(Generic[R]):
     """Start a run in the background and iterate its events::
 
         async with open_agent_loop(prompts, context, model, config) as run:
@@ -186,12 +238,56 @@ class open_agent_loop:
     the run from ending. An ``on_event`` that raises ends the run with
     ``AgentRunError``; the consumer still receives the closing events.
 
+    ``output_type`` asks for a structured output, as for :func:`run_agent_loop`; the
+    run's ``result.output`` is then the validated value, and ``OutputUpdate`` events
+    show the answer as it streams.
+
     Raises:
         TypeError: on entry, before anything runs, when ``prompts`` is not a ``str`` or
             a sequence of messages.
-        AgentUsageError: on entry, when there is nothing to continue from.
+        AgentUsageError: on entry, when there is nothing to continue from, or a tool
+            has the final-answer tool's name.
         AgentRunError: on exit, when a hook raised or a bug ended the run.
     """
+
+    @overload
+    def __init__(
+        self: open_agent_loop[None],
+        prompts: Sequence[Message] | str,
+        context: Context,
+        model: Model,
+        config: LoopConfig | None = None,
+        *,
+        buffer: int = 0,
+        on_event: OnEvent | None = None,
+        output_type: None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: open_agent_loop[T],
+        prompts: Sequence[Message] | str,
+        context: Context,
+        model: Model,
+        config: LoopConfig | None = None,
+        *,
+        buffer: int = 0,
+        on_event: OnEvent | None = None,
+        output_type: type[T] | StructuredOutput[T],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: open_agent_loop[Any],
+        prompts: Sequence[Message] | str,
+        context: Context,
+        model: Model,
+        config: LoopConfig | None = None,
+        *,
+        buffer: int = 0,
+        on_event: OnEvent | None = None,
+        output_type: Any,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -202,26 +298,36 @@ class open_agent_loop:
         *,
         buffer: int = 0,
         on_event: OnEvent | None = None,
+        output_type: Any = None,
     ) -> None:
         config = LoopConfig() if config is None else config
         # At once, not in the run's task; the runner trusts what it is given.
         self._args = (check_run(prompts, context, model, config), context, model, config)
+        self._output = plan_output(output_type, (t.name for t in context.tools))
         self._buffer = buffer
         self._on_event = on_event
         self._nursery_cm: Any = None
-        self._run: AgentRun | None = None
+        self._run: AgentRun[R] | None = None
         self._error: AgentRunError | None = None
 
-    async def __aenter__(self) -> AgentRun:
+    async def __aenter__(self) -> AgentRun[R]:
         send, receive = trio.open_memory_channel[ev.AgentEvent](self._buffer)
         prompts, context, model, config = self._args
         try:
-            runner = Runner(prompts, context, model, config, send=send, on_event=self._on_event)
+            runner = Runner(
+                prompts,
+                context,
+                model,
+                config,
+                send=send,
+                on_event=self._on_event,
+                output=self._output,
+            )
         except BaseException:
             send.close()
             receive.close()
             raise
-        self._run = AgentRun(events=receive, runner=runner)
+        self._run = AgentRun[R](events=receive, runner=runner)
         self._nursery_cm = trio.open_nursery()
         nursery = await self._nursery_cm.__aenter__()
         nursery.start_soon(self._drive, runner, send)

@@ -78,6 +78,7 @@ if TYPE_CHECKING:
         Message,
         Messages,
         Model,
+        OutputPlan,
         ResumePlan,
         Usage,
     )
@@ -108,6 +109,7 @@ class Runner:
         polls: tuple[PollHook, PollHook] | None = None,
         delivery: EventDelivery | None = None,
         plan: ResumePlan | None = None,
+        output: OutputPlan | None = None,
     ) -> None:
         # The inputs were checked where they entered (``_core._inputs``): trusted here.
         # Only a channel's consumer can go away; the callback is dropped when the run
@@ -134,6 +136,7 @@ class Runner:
             # The Agent's polls hand out messages its queues took checked.
             trusted_polls=polls is not None,
             plan=plan,
+            output=output,
         )
         # A run that another task may abort or interrupt (through open_agent_loop's
         # handle, or the Agent) has a cancel scope of its own. A run nobody can reach
@@ -532,6 +535,11 @@ class Runner:
                                 await sink.emit(
                                     ev.MessageUpdate(message=acc.snapshot(), event=event)
                                 )
+                                answer = m.answer
+                                if answer is not None:
+                                    update = answer.feed(event)
+                                    if update is not None:
+                                        await sink.emit(update)
                         if acc.final is not None:
                             break
                         if timer is not None:
@@ -576,7 +584,7 @@ class Runner:
             config=config,
             sink=self.sink,
             settled=m.settle,
-            tools=m.tools,
+            tools=m.batch_tools,
             plan=m.plan,
         )
         batch.probe = self.probe

@@ -13,12 +13,20 @@ import argparse
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .._core import REASONING_LEVELS as MODEL_REASONING_LEVELS
-from .._core import Message, TranscriptFormatError, repair, transcript_violations
+from .._core import (
+    Message,
+    OutputPlan,
+    StructuredOutput,
+    TranscriptFormatError,
+    parse_json,
+    repair,
+    transcript_violations,
+)
 from .._store import LoadedTranscript, Marker, load_transcript, write_transcript
 from ..providers import Anthropic, Gemini, OpenAIChat, OpenAIResponses
 from ._common import holds_a_transcript, state_file
@@ -41,6 +49,7 @@ __all__ = [
     "make_model",
     "make_observer",
     "mcp_servers",
+    "output_schema",
     "positive_int",
     "session_transcript",
 ]
@@ -199,12 +208,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(repeatable; 'NAME=URL' prefixes its tool names)",
     )
     parser.add_argument(
+        "--output-schema",
+        type=Path,
+        metavar="FILE.json",
+        help="ask every prompt for a JSON value matching this JSON Schema (structured "
+        "output, in the provider's best mode: a strict response_format on "
+        "OpenAI-compatible servers, a final-answer tool on Anthropic); the validated "
+        "value is printed as JSON. An answer still invalid after 2 retries is an error "
+        "on stderr (exit 1)",
+    )
+    parser.add_argument(
         "--otel-console",
         action="store_true",
         help="print an OpenTelemetry span per run, model request and tool call on stderr "
         "(needs 'trio-agent[otel]' and opentelemetry-sdk). Without it, spans go where "
         "'opentelemetry-instrument' set up from the OTEL_* variables, if it did",
     )
+
+
+def output_schema(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--output-schema``'s JSON Schema, read and checked (None without it).
+
+    Raises:
+        ValueError: the file cannot be read, is not JSON, or is not a JSON Schema
+            object; the message says which.
+    """
+    path: Path | None = args.output_schema
+    if path is None:
+        return None
+    try:
+        schema = parse_json(path.read_bytes())
+    except OSError as exc:
+        raise ValueError(f"cannot read --output-schema {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"--output-schema {path} is not JSON: {exc}") from None
+    if not isinstance(schema, dict):
+        raise ValueError(f"--output-schema {path} must hold a JSON object (a JSON Schema)")
+    try:
+        OutputPlan(StructuredOutput(schema))
+    except ValueError as exc:
+        raise ValueError(f"--output-schema {path}: {exc}") from None
+    return schema
 
 
 def positive_int(text: str) -> int:

@@ -11,7 +11,9 @@ approval waits, the next line typed is its answer, not steering.
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
@@ -37,7 +39,7 @@ from ._render import LiveView, Output, describe_call, wants_color
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection, Sequence
 
-    from .._core import Approver, CallDecision, Model, Tool
+    from .._core import AgentRunResult, Approver, CallDecision, Model, Tool
     from .._store import JsonlTranscript
 
 __all__ = ["CONFIRMED_TOOLS", "EXIT_WORDS", "approval_hook", "read_stdin", "run_chat"]
@@ -63,6 +65,8 @@ class _Session:
     reading: bool = True
     """False once the input ended or ``/exit`` was typed: nothing more is read, so a
     call that needs approval is declined instead of waiting for an answer."""
+    output_schema: Mapping[str, Any] | None = None
+    """``--output-schema``: what every prompt asks for (None: plain text)."""
 
 
 async def _display(
@@ -251,6 +255,19 @@ async def _steer(
         session.answer.close()
 
 
+def _show_output(result: AgentRunResult[Any], session: _Session, view: LiveView) -> None:
+    """``--output-schema``: the run's validated value as JSON, or why it has none."""
+    if result.reason == "stop":
+        view.line(json.dumps(result.output, ensure_ascii=False, indent=2))
+    elif result.reason == "output_invalid":
+        session.exit_code = session.exit_code or 1
+        message = f"output invalid: {result.error_message}"
+        if view.errors is None:
+            view.line(view.s.red(f"  error: {message}"))
+        else:
+            view.errors.line(f"error: {message}")
+
+
 async def _converse(
     lines: trio.MemoryReceiveChannel[str], agent: Agent, session: _Session, view: LiveView
 ) -> None:
@@ -272,7 +289,7 @@ async def _converse(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_steer, lines, agent, session, view)
             try:
-                result = await agent.prompt(text)
+                result = await agent.prompt(text, output_type=session.output_schema)
                 # Steering typed after the run's last poll waits in the queue: answer it
                 # now rather than with the next prompt.
                 while (
@@ -280,6 +297,8 @@ async def _converse(
                 ):
                     session.run_started = trio.Event()
                     result = await agent.continue_()
+                if session.output_schema is not None:
+                    _show_output(result, session, view)
             except AgentRunError as exc:
                 session.exit_code = session.exit_code or 1
                 if view.errors is None:
@@ -305,12 +324,16 @@ async def run_chat(
     can_ask: bool = True,
     history: Sequence[Message] = (),
     notes: Sequence[str] = (),
+    output_schema: Mapping[str, Any] | None = None,
 ) -> int:
     """Hold a chat session: each line of ``lines`` is a prompt, or steering during a run.
 
     The conversation starts from ``history`` (a resumed session's messages, already in
     ``sink``'s file; empty for a new one); ``notes`` are lines shown before the first
-    prompt (what was done to resume it).
+    prompt (what was done to resume it). With ``output_schema`` (a JSON Schema) every
+    prompt asks for a structured output: the validated value is written as indented
+    JSON when its run ends; an answer still invalid after the retries is an error
+    (exit code 1).
 
     Ends when ``lines`` ends (after the current run) or at a second item of ``signals``
     in a row (the first aborts the run in progress). Every event goes to ``sink`` (an
@@ -325,6 +348,7 @@ async def run_chat(
         OSError: the transcript cannot be written (inside an exception group).
     """
     session = _Session()
+    session.output_schema = output_schema
     output = Output(out)
     live = out.isatty()
     view = LiveView(

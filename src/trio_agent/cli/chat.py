@@ -14,7 +14,10 @@ second session to it would break it.
 
 Errors go to stderr: a model or transport error (a closed port, a 401, a 500) ends
 that run, and the session's exit code is then 1. A missing API key for the provider's
-own API is found before the first prompt (exit 2). Calls of ``write``, ``edit`` and
+own API is found before the first prompt (exit 2). With ``--output-schema FILE.json``
+every prompt asks for a JSON value matching that schema, and the validated value is
+printed as JSON (indented) once the run ends; an answer still invalid after the retries
+is an error (exit 1). Calls of ``write``, ``edit`` and
 ``bash`` wait for a ``y`` typed at the terminal unless ``--yes``; with stdin not a
 terminal and no ``--yes`` they are refused (the model reads why).
 
@@ -47,6 +50,7 @@ from ._chat_options import (
     make_model,
     make_observer,
     mcp_servers,
+    output_schema,
     session_transcript,
 )
 from ._chat_session import CONFIRMED_TOOLS, read_stdin, run_chat
@@ -133,6 +137,7 @@ async def _chat(
                     can_ask=sys.stdin.isatty(),
                     history=session.history,
                     notes=session.notes,
+                    output_schema=args.schema,
                 )
                 nursery.cancel_scope.cancel()
     return code
@@ -154,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         model = make_model(args)
+        args.schema = output_schema(args)
     except ValueError as exc:
         _complain(str(exc))
         return 2

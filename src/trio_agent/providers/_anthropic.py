@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -83,7 +83,18 @@ class Anthropic(HTTPModel):
     ``ModelOptions.reasoning`` (``minimal``/``low``/``medium``/``high``/``xhigh``, or a
     number of tokens) turns on extended thinking with that budget (and then no
     ``temperature`` is sent: the API refuses both). ``extra`` is merged into the body.
+
+    Structured output (a run's ``output_type``): ``auto`` picks ``tool`` here
+    (:attr:`structured_output`): the final-answer tool, with ``tool_choice: {"type":
+    "any"}`` so the reply calls a tool — left out when thinking is on, which the API
+    allows only with ``auto`` tool choice. Every Claude model with tools takes it.
+    ``native`` sends ``output_config.format`` (a ``json_schema`` with the strict form of
+    the schema, else the schema as it is), which only the newer models accept; choose
+    it with ``StructuredOutput(..., mode="native")``.
     """
+
+    structured_output: Literal["native", "tool", "prompted"] = "tool"
+    """The structured-output mode ``auto`` uses for this model: ``tool``."""
 
     def __init__(
         self,
@@ -146,6 +157,14 @@ class Anthropic(HTTPModel):
             body["max_tokens"] += budget
         elif options.temperature is not None:
             body["temperature"] = options.temperature
+        output = request.output
+        if output is not None:
+            if output.mode == "native":
+                strict = output.strict_schema
+                schema = dict(strict if strict is not None else output.schema)
+                body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+            elif output.mode == "tool" and budget is None:
+                body["tool_choice"] = {"type": "any"}
         body.update(options.extra)
         return body
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._core import (
     AssistantMessage,
@@ -91,7 +91,17 @@ class OpenAIChat(HTTPModel):
     ``prompt_cache_key``, ``extra`` is merged into the request body. Use
     ``async with OpenAIChat(...) as model:`` (or ``aclose()``) to
     close its connections.
+
+    Structured output (a run's ``output_type``): ``native`` (what ``auto`` picks here,
+    :attr:`structured_output`) sends ``response_format`` with a ``json_schema`` — the
+    strict form of the schema with ``strict: true`` when it has one (every property
+    required, optional ones nullable, ``additionalProperties: false``), else the schema
+    as it is with ``strict: false``; ``tool`` mode sends ``tool_choice: "required"``, so
+    every reply calls a tool (the final-answer tool or another).
     """
+
+    structured_output: Literal["native", "tool", "prompted"] = "native"
+    """The structured-output mode ``auto`` uses for this model: ``native``."""
 
     def __init__(
         self,
@@ -160,6 +170,21 @@ class OpenAIChat(HTTPModel):
             body["reasoning_effort"] = options.reasoning
         if isinstance(options.cache, str):
             body["prompt_cache_key"] = options.cache
+        output = request.output
+        if output is not None:
+            if output.mode == "native":
+                strict = output.strict_schema
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": output.name,
+                        "description": output.description,
+                        "schema": dict(strict if strict is not None else output.schema),
+                        "strict": strict is not None,
+                    },
+                }
+            elif output.mode == "tool":
+                body["tool_choice"] = "required"
         body.update(options.extra)
         return body
 

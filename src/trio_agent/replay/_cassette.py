@@ -197,9 +197,10 @@ def canonical_request(request: ModelRequest | Mapping[str, Any]) -> dict[str, An
     """What the digest covers: the stored request without what no model sees.
 
     Message timestamps and the ``details`` of tool results are left out (providers never
-    send them); ``options.extra`` is redacted. Option fields added after the format's
-    version 1 (``cache``) are left out at their defaults, so the digests of requests
-    that do not use them are the ones version 1 wrote.
+    send them), and so is an ``output`` of None; ``options.extra`` is redacted. Option
+    fields added after the format's version 1 (``cache``) are left out at their
+    defaults, so the digests of requests that do not use them are the ones version 1
+    wrote.
     """
     data = request_to_json(request) if isinstance(request, ModelRequest) else dict(request)
     data["messages"] = [_canonical_message(m) for m in data.get("messages", ())]
@@ -208,6 +209,10 @@ def canonical_request(request: ModelRequest | Mapping[str, Any]) -> dict[str, An
         data["options"] = {
             k: v for k, v in options.items() if k not in _LATER_OPTIONS or v != _LATER_OPTIONS[k]
         }
+    if data.get("output") is None:
+        # A request that asks for no structured output digests as requests did before
+        # ``ModelRequest.output`` existed: recorded cassettes still match.
+        data.pop("output", None)
     return data
 
 

@@ -277,9 +277,9 @@ def _event_stream(
                 if in_message is not None:
                     out.append(f"{tag} event {i}: MessageStart while a message is open")
                 in_message = e.message
-            elif isinstance(e, ev.MessageUpdate):
+            elif isinstance(e, ev.MessageUpdate | ev.OutputUpdate):
                 if in_message is None or type(in_message) is not AssistantMessage:
-                    out.append(f"{tag} event {i}: MessageUpdate outside an assistant message")
+                    out.append(f"{tag} event {i}: {type(e).__name__} outside an assistant message")
             elif isinstance(e, ev.MessageEnd):
                 if in_message is None:
                     out.append(f"{tag} event {i}: MessageEnd without a MessageStart")

@@ -1,0 +1,349 @@
+"""``json_schema`` and ``strict_json_schema``: derived schemas are valid JSON Schema,
+their strict form keeps OpenAI's documented strict-mode rules (checked by a walker), and
+a value of a type validates against its own schema and structures back to itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Annotated, Any, Literal, NewType, NotRequired, TypedDict
+
+import attrs
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trio_agent import json_schema, strict_json_schema
+from trio_agent._core._output import OutputPlan, StructuredOutput, output_converter, plan_output
+from trio_agent._core._schema import drop_strict_nulls
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+@attrs.frozen
+class Price:
+    """A price.
+
+    Attributes:
+        amount: how much, in the currency's unit.
+    """
+
+    amount: float
+    currency: Literal["EUR", "USD"] = "EUR"
+
+
+@attrs.frozen
+class LineItem:
+    sku: str = attrs.field(metadata={"description": "the stock keeping unit"})
+    quantity: int
+    price: Price
+    colour: Colour | None = None
+    tags: list[str] = attrs.field(factory=list)
+
+
+@attrs.frozen
+class Cat:
+    lives: int
+
+
+@attrs.frozen
+class Dog:
+    name: str
+    good: bool = True
+
+
+@attrs.frozen
+class Invoice:
+    """An invoice read from a document."""
+
+    number: str
+    items: list[LineItem]
+    pet: Cat | Dog
+    notes: str | None = None
+    totals: dict[str, float] = attrs.field(factory=dict)
+
+
+# The functional form: under `from __future__ import annotations`, Python 3.11 files a
+# class-syntax NotRequired key as required.
+Address = TypedDict("Address", {"street": str, "zip": NotRequired[str]})  # noqa: UP013
+
+
+@dataclasses.dataclass
+class Person:
+    name: str
+    address: Address
+    age: int = 0
+
+
+@attrs.frozen
+class Tree:
+    label: str
+    children: list[Tree] = attrs.field(factory=list)
+
+
+UserId = NewType("UserId", int)
+
+TYPES: list[Any] = [
+    int,
+    str,
+    float,
+    bool,
+    list[int],
+    tuple[int, str],
+    tuple[float, ...],
+    frozenset[str],
+    dict[str, int],
+    Literal["a", "b"],
+    Colour,
+    int | None,
+    Cat | Dog,
+    list[Cat | Dog],
+    Annotated[int, "meta"],
+    UserId,
+    Price,
+    LineItem,
+    Invoice,
+    Address,
+    Person,
+    Tree,
+]
+
+META = jsonschema.Draft202012Validator.META_SCHEMA
+
+
+@pytest.mark.parametrize("tp", TYPES, ids=repr)
+def test_derived_schema_passes_the_metaschema(tp: Any) -> None:
+    schema = json_schema(tp)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validators.validator_for(META)(META).validate(schema)
+
+
+def test_attrs_class_schema_in_detail() -> None:
+    schema = json_schema(Invoice)
+    assert schema["title"] == "Invoice"
+    assert schema["description"] == "An invoice read from a document."
+    assert schema["required"] == ["number", "items", "pet"]
+    assert schema["properties"]["notes"] == {
+        "anyOf": [{"type": "string"}, {"type": "null"}],
+        "default": None,
+    }
+    assert schema["properties"]["totals"] == {
+        "type": "object",
+        "additionalProperties": {"type": "number"},
+    }
+    line = schema["$defs"]["LineItem"]
+    # Metadata and the docstring's Attributes section become descriptions.
+    assert line["properties"]["sku"]["description"] == "the stock keeping unit"
+    price = schema["$defs"]["Price"]
+    assert price["properties"]["amount"]["description"] == "how much, in the currency's unit."
+    assert price["properties"]["currency"] == {"enum": ["EUR", "USD"], "default": "EUR"}
+    assert schema["$defs"]["Colour"]["enum"] == ["red", "green"]
+    # A union of classes is tagged by the class name.
+    cat, dog = schema["properties"]["pet"]["anyOf"]
+    assert cat["properties"]["type"] == {"const": "Cat"}
+    assert cat["required"] == ["type", "lives"]
+    assert dog["required"] == ["type", "name"]
+
+
+def test_typeddict_and_dataclass() -> None:
+    schema = json_schema(Person)
+    assert schema["required"] == ["name", "address"]
+    assert schema["properties"]["age"] == {"type": "integer", "default": 0}
+    assert schema["$defs"]["Address"]["required"] == ["street"]
+
+
+def test_recursive_class_keeps_its_definition() -> None:
+    schema = json_schema(Tree)
+    assert schema["properties"]["children"]["items"] == {"$ref": "#/$defs/Tree"}
+    assert "Tree" in schema["$defs"]
+    jsonschema.validate({"label": "a", "children": [{"label": "b"}]}, schema)
+
+
+@pytest.mark.parametrize("tp", [bytes, dict[int, str], object.__class__, Literal[1.5]], ids=repr)
+def test_types_without_a_schema_are_refused(tp: Any) -> None:
+    with pytest.raises(TypeError, match="no JSON Schema"):
+        json_schema(tp)
+
+
+def test_a_tagged_class_cannot_have_a_type_field() -> None:
+    @attrs.frozen
+    class Typed:
+        type: str
+
+    with pytest.raises(TypeError, match="cannot have a field named 'type'"):
+        json_schema(Typed | Cat)
+
+
+# --- strict mode ------------------------------------------------------------------------
+
+# OpenAI's documented rules for strict structured outputs (Structured Outputs guide,
+# "Supported schemas"): the root is an object (not anyOf); every object sets
+# additionalProperties false and lists every property as required; these keywords are
+# not supported.
+UNSUPPORTED = {
+    "default",
+    "uniqueItems",
+    "prefixItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "allOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+}
+
+
+def strict_violations(schema: dict[str, Any]) -> list[str]:
+    """Every place ``schema`` breaks OpenAI's strict-mode rules."""
+    problems = []
+    if schema.get("type") != "object" or "anyOf" in schema:
+        problems.append("#: the root must be an object")
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{where}/{i}")
+            return
+        if not isinstance(node, dict):
+            return
+        for key in UNSUPPORTED & node.keys():
+            problems.append(f"{where}: unsupported keyword {key}")
+        if node.get("type") == "object":
+            if node.get("additionalProperties") is not False:
+                problems.append(f"{where}: additionalProperties is not false")
+            props = node.get("properties")
+            if props is None:
+                problems.append(f"{where}: an object without properties")
+            elif sorted(node.get("required", [])) != sorted(props):
+                problems.append(f"{where}: not every property is required")
+        for key, value in node.items():
+            if key in ("properties", "$defs"):
+                for name, sub in value.items():
+                    walk(sub, f"{where}/{key}/{name}")
+            elif key in ("items", "anyOf", "allOf"):
+                walk(value, f"{where}/{key}")
+
+    walk(schema, "#")
+    return problems
+
+
+@pytest.mark.parametrize("tp", [Price, LineItem, Cat, Dog, Person, Tree], ids=repr)
+def test_strict_schema_keeps_openai_rules(tp: Any) -> None:
+    schema = json_schema(tp)
+    assert strict_violations(schema)  # the plain schema is not strict
+    strict = strict_json_schema(schema)
+    assert strict_violations(strict) == []
+    jsonschema.Draft202012Validator.check_schema(strict)
+
+
+def test_the_walker_finds_what_breaks_the_rules() -> None:
+    # The walker itself can fail: each rule on its own.
+    assert strict_violations({"anyOf": [{"type": "object"}]})
+    assert strict_violations({"type": "object", "properties": {"a": {}}, "required": ["a"]})
+    bad = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"a": {"type": "string", "default": "x"}},
+        "required": [],
+    }
+    assert len(strict_violations(bad)) == 2
+
+
+def test_strict_makes_optional_fields_nullable_and_back() -> None:
+    schema = json_schema(LineItem)
+    strict = strict_json_schema(schema)
+    assert strict["properties"]["tags"] == {
+        "anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]
+    }
+    answer = {"sku": "x", "quantity": 1, "price": {"amount": 1.0, "currency": None}, "tags": None}
+    answer["colour"] = None
+    jsonschema.validate(answer, strict)
+    # The nulls strict mode forced are dropped (the defaults apply); a nullable one stays.
+    assert drop_strict_nulls(answer, schema) == {
+        "sku": "x",
+        "quantity": 1,
+        "price": {"amount": 1.0},
+        "colour": None,
+    }
+
+
+@pytest.mark.parametrize("tp", [dict[str, int], Invoice, list[int]], ids=repr)
+def test_schemas_strict_mode_cannot_express_are_refused(tp: Any) -> None:
+    with pytest.raises(ValueError, match="strict mode"):
+        strict_json_schema(json_schema(tp))
+
+
+# --- a value validates against its own schema ----------------------------------------
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+prices = st.builds(Price, amount=finite, currency=st.sampled_from(["EUR", "USD"]))
+line_items = st.builds(
+    LineItem,
+    sku=st.text(),
+    quantity=st.integers(),
+    price=prices,
+    colour=st.none() | st.sampled_from(Colour),
+    tags=st.lists(st.text(), max_size=3),
+)
+pets = st.builds(Cat, lives=st.integers()) | st.builds(Dog, name=st.text(), good=st.booleans())
+invoices = st.builds(
+    Invoice,
+    number=st.text(),
+    items=st.lists(line_items, max_size=3),
+    pet=pets,
+    notes=st.none() | st.text(),
+    totals=st.dictionaries(st.text(), finite, max_size=3),
+)
+people = st.builds(
+    Person,
+    name=st.text(),
+    address=st.fixed_dictionaries({"street": st.text()}, optional={"zip": st.text()}),
+    age=st.integers(),
+)
+
+
+# Built once: the plan configures the converter's tagged unions (as a run does before it
+# structures anything).
+PLANS = {tp: OutputPlan(StructuredOutput(tp)) for tp in (Invoice, Person)}
+VALIDATORS = {tp: jsonschema.Draft202012Validator(json_schema(tp)) for tp in PLANS}
+
+
+@given(st.one_of(invoices.map(lambda v: (Invoice, v)), people.map(lambda v: (Person, v))))
+def test_a_value_validates_against_its_own_schema(case: tuple[Any, Any]) -> None:
+    tp, value = case
+    data = output_converter.unstructure(value, tp)
+    VALIDATORS[tp].validate(data)
+    # And the one check of structured output gives the value back.
+    assert PLANS[tp].check(data) == value
+
+
+@given(st.lists(st.one_of(st.integers(), st.text()), max_size=4))
+def test_a_wrapped_value_round_trips(value: list[int | str]) -> None:
+    plan = OutputPlan(StructuredOutput(list[int | str]))
+    assert plan.check({"response": value}) == value
+
+
+def test_a_plan_is_compiled_once_per_output() -> None:
+    first = plan_output(Invoice, ())
+    assert plan_output(Invoice, ()) is first
+    assert plan_output(StructuredOutput(Invoice), ()) is first
+    assert plan_output(StructuredOutput(Invoice, retries=5), ()) is not first
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert plan_output(dict(schema), ()) is plan_output(dict(schema), ())
+    assert first is not None
+    assert first.request("tool") is first.request("tool")

@@ -1,0 +1,420 @@
+"""Structured output (``output_type=``): each asking mode, retries with the exact error
+path, the ``output_invalid`` end, and a transcript paired throughout."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any, Literal
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from trio_agent import (
+    AgentUsageError,
+    AssistantMessage,
+    LoopConfig,
+    OutputError,
+    StructuredOutput,
+    ToolResultMessage,
+    UserMessage,
+    check_transcript,
+    open_agent,
+    open_agent_loop,
+    run_agent_loop,
+)
+from trio_agent._core import events as ev
+from trio_agent.testing import ScriptedModel
+
+from ..kit.loop import (
+    Recorder,
+    assert_consistent,
+    call,
+    ctx,
+    make_tool,
+    reply,
+    results_of,
+    text_of,
+    tool_use,
+)
+
+
+@attrs.frozen
+class Item:
+    name: str
+    price: float
+
+
+@attrs.frozen
+class Order:
+    """An order read from an email."""
+
+    customer: str
+    items: list[Item]
+    rush: bool = False
+
+
+GOOD = {"customer": "Ada", "items": [{"name": "a", "price": 1.5}, {"name": "b", "price": 2}]}
+VALUE = Order(customer="Ada", items=[Item("a", 1.5), Item("b", 2.0)])
+BAD_PRICE = {
+    "customer": "Ada",
+    "items": [{"name": "a", "price": 1}, {"name": "b", "price": 2}, {"name": "c", "price": "x"}],
+}
+
+
+def answer(args: dict[str, Any], id: str = "f1", name: str = "final_result") -> AssistantMessage:
+    return tool_use(call(id, name, **args))
+
+
+def text_answer(value: Any) -> AssistantMessage:
+    return reply(json.dumps(value))
+
+
+async def run(
+    model: ScriptedModel, output_type: Any, *tools: Any, **kwargs: Any
+) -> tuple[Any, Recorder]:
+    recorder = Recorder()
+    with trio.fail_after(5):
+        result = await run_agent_loop(
+            "extract", ctx(*tools), model, on_event=recorder, output_type=output_type, **kwargs
+        )
+    assert_consistent(result, recorder.events, model.requests)
+    return result, recorder
+
+
+# --- tool mode -----------------------------------------------------------------------
+
+
+async def test_tool_mode_ends_with_the_typed_value() -> None:
+    model = ScriptedModel([answer(GOOD)])
+    result, recorder = await run(model, Order)
+    assert result.reason == "stop"
+    assert result.output == VALUE
+    request = model.requests[0]
+    assert request.output is not None
+    assert request.output.mode == "tool"
+    final = request.tools[-1]
+    assert final.name == "final_result"
+    assert final.parameters["required"] == ["customer", "items"]
+    assert "An order read from an email." in final.description
+    # The raw arguments stay in the transcript, and the call has its result.
+    assert result.messages[1].tool_calls[0].arguments == GOOD
+    assert text_of(result.messages[2]) == "Final answer accepted."
+    ends = recorder.of(ev.ToolExecutionEnd)
+    assert [(e.tool_name, e.outcome) for e in ends] == [("final_result", "ok")]
+
+
+async def test_invalid_answer_is_sent_back_with_its_path() -> None:
+    model = ScriptedModel([answer(BAD_PRICE, "f1"), answer(GOOD, "f2")])
+    result, recorder = await run(model, Order)
+    assert result.reason == "stop"
+    assert result.output == VALUE
+    sent_back = model.requests[1].messages[-1]
+    assert isinstance(sent_back, ToolResultMessage)
+    assert sent_back.is_error
+    assert sent_back.tool_call_id == "f1"
+    assert "items[2].price: expected a number" in text_of(sent_back)
+    assert "Call final_result again" in text_of(sent_back)
+    outcomes = [e.outcome for e in recorder.of(ev.ToolExecutionEnd)]
+    assert outcomes == ["invalid_arguments", "ok"]
+
+
+async def test_retries_exhausted_end_output_invalid() -> None:
+    missing = {"items": []}
+    model = ScriptedModel([answer(missing, f"f{i}") for i in range(3)])
+    result, _ = await run(model, StructuredOutput(Order, retries=2))
+    assert result.reason == "output_invalid"
+    assert model.request_count == 3
+    assert result.error_message == (
+        "the output was still invalid after 2 retries: customer: required field missing"
+    )
+    # The last call is answered too: the transcript is paired.
+    last = result.messages[-1]
+    assert isinstance(last, ToolResultMessage)
+    assert last.tool_call_id == "f2"
+    assert "no retries left" in text_of(last)
+    with pytest.raises(OutputError, match=r"output_invalid.*customer: required field missing"):
+        _ = result.output
+
+
+async def test_zero_retries() -> None:
+    model = ScriptedModel([answer({"items": []})])
+    result, _ = await run(model, StructuredOutput(Order, retries=0))
+    assert result.reason == "output_invalid"
+    assert model.request_count == 1
+
+
+async def test_a_reply_without_the_final_call_is_asked_again() -> None:
+    model = ScriptedModel([reply("here it is: Ada"), answer(GOOD)])
+    result, _ = await run(model, Order)
+    assert result.output == VALUE
+    nudge = model.requests[1].messages[-1]
+    assert isinstance(nudge, UserMessage)
+    assert "calling the final_result tool" in nudge.content[0].text  # type: ignore[union-attr]
+
+
+async def test_other_tools_run_first_and_siblings_of_the_answer_are_skipped() -> None:
+    lookup = make_tool("lookup")
+    model = ScriptedModel(
+        [
+            tool_use(call("l1", "lookup")),
+            tool_use(call("f1", "final_result", **GOOD), call("l2", "lookup")),
+        ]
+    )
+    result, recorder = await run(model, Order, lookup)
+    assert result.output == VALUE
+    outcomes = {e.call_id: e.outcome for e in recorder.of(ev.ToolExecutionEnd)}
+    assert outcomes == {"l1": "ok", "f1": "ok", "l2": "skipped"}
+
+
+async def test_siblings_run_when_the_answer_is_sent_back() -> None:
+    lookup = make_tool("lookup")
+    model = ScriptedModel(
+        [
+            tool_use(call("f1", "final_result", **BAD_PRICE), call("l1", "lookup")),
+            answer(GOOD, "f2"),
+        ]
+    )
+    result, recorder = await run(model, Order, lookup)
+    assert result.output == VALUE
+    outcomes = {e.call_id: e.outcome for e in recorder.of(ev.ToolExecutionEnd)}
+    # Answered inside the batch, beside its sibling: an error result of the batch.
+    assert outcomes == {"f1": "error", "l1": "ok", "f2": "ok"}
+    sent_back = results_of(model.requests[1].messages)["f1"]
+    assert sent_back.is_error
+    assert "items[2].price: expected a number" in text_of(sent_back)
+    # The results keep the calls' order.
+    assert [m.tool_call_id for m in model.requests[1].messages[-2:]] == ["f1", "l1"]
+
+
+async def test_a_tool_with_the_final_answer_name_is_refused() -> None:
+    with pytest.raises(AgentUsageError, match="final_result"):
+        await run_agent_loop(
+            "x", ctx(make_tool("final_result")), ScriptedModel(), output_type=Order
+        )
+
+
+async def test_a_non_object_output_is_wrapped() -> None:
+    model = ScriptedModel([answer({"response": ["a", "b"]})])
+    result, _ = await run(model, list[Literal["a", "b"]])
+    assert result.output == ["a", "b"]
+    assert model.requests[0].tools[-1].parameters["required"] == ["response"]
+
+
+async def test_a_plain_schema_gives_the_json_value() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    model = ScriptedModel([answer({"n": "1"}, "f1"), answer({"n": 1}, "f2")])
+    result, _ = await run(model, schema)
+    assert result.output == {"n": 1}
+    assert "n: expected an integer" in text_of(model.requests[1].messages[-1])  # type: ignore[arg-type]
+
+
+async def test_without_output_type_the_output_is_none() -> None:
+    model = ScriptedModel([reply("hi")])
+    result, _ = await run(model, None)
+    assert result.output is None
+    assert model.requests[0].output is None
+
+
+async def test_the_run_ending_first_has_no_output() -> None:
+    model = ScriptedModel([reply("boom", "error")])
+    result, _ = await run(model, Order)
+    assert result.reason == "error"
+    with pytest.raises(OutputError, match=r"the run ended \(error\) without a valid output"):
+        _ = result.output
+
+
+# --- text modes ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["prompted", "native"])
+async def test_text_modes_read_the_reply(mode: Any) -> None:
+    model = ScriptedModel([text_answer(BAD_PRICE), reply(f"```json\n{json.dumps(GOOD)}\n```")])
+    result, _ = await run(model, StructuredOutput(Order, mode=mode))
+    assert result.output == VALUE
+    first = model.requests[0]
+    assert first.output is not None
+    assert first.output.mode == mode
+    assert [t.name for t in first.tools] == []  # no final-answer tool
+    if mode == "prompted":
+        assert '"customer"' in first.system_prompt
+        assert first.system_prompt.startswith("sys")
+    else:
+        assert first.system_prompt == "sys"
+    retry = model.requests[1].messages[-1]
+    assert isinstance(retry, UserMessage)
+    assert "items[2].price: expected a number" in retry.content[0].text  # type: ignore[union-attr]
+
+
+async def test_text_mode_bad_json_is_sent_back() -> None:
+    model = ScriptedModel([reply('{"customer": "Ada", "items": ['), text_answer(GOOD)])
+    result, _ = await run(model, StructuredOutput(Order, mode="prompted"))
+    assert result.output == VALUE
+    retry = model.requests[1].messages[-1]
+    assert "$: the answer is not valid JSON" in retry.content[0].text  # type: ignore[union-attr]
+
+
+async def test_native_mode_drops_the_nulls_strict_mode_forces() -> None:
+    model = ScriptedModel([text_answer({**GOOD, "rush": None})])
+    result, _ = await run(model, StructuredOutput(Order, mode="native"))
+    assert result.output == VALUE  # rush took its default
+    asked = model.requests[0].output
+    assert asked is not None
+    assert asked.strict_schema is not None
+    assert asked.strict_schema["required"] == ["customer", "items", "rush"]
+
+
+async def test_text_mode_exhausted() -> None:
+    model = ScriptedModel([reply("no") for _ in range(2)])
+    result, _ = await run(model, StructuredOutput(Order, mode="prompted", retries=1))
+    assert result.reason == "output_invalid"
+    assert result.error_message is not None
+    assert result.error_message.startswith("the output was still invalid after 1 retry: $:")
+    assert isinstance(result.messages[-1], AssistantMessage)
+
+
+async def test_max_steps_ends_a_run_still_retrying() -> None:
+    model = ScriptedModel([answer({}, f"f{i}") for i in range(5)])
+    result, _ = await run(model, StructuredOutput(Order, retries=4), config=LoopConfig(max_steps=2))
+    assert result.reason == "max_steps"
+    with pytest.raises(OutputError):
+        _ = result.output
+
+
+# --- open_agent_loop and cancellation ------------------------------------------------
+
+
+async def test_open_agent_loop_gives_the_output() -> None:
+    model = ScriptedModel([answer(BAD_PRICE), answer(GOOD, "f2")])
+    async with open_agent_loop("x", ctx(), model, output_type=Order) as handle:
+        async for _ in handle.events:
+            pass
+    assert handle.result is not None
+    assert handle.result.output == VALUE
+
+
+async def test_abort_during_a_retry_keeps_the_transcript_paired() -> None:
+    model = ScriptedModel([answer(BAD_PRICE, "f1"), answer(GOOD, "f2")])
+    pause = model.pause_at(1, 0)  # the retried request's stream
+    recorder = Recorder()
+    async with open_agent_loop("x", ctx(), model, output_type=Order) as handle:
+        async with trio.open_nursery() as nursery:
+
+            async def drain() -> None:
+                async for event in handle.events:
+                    recorder(event)
+
+            nursery.start_soon(drain)
+            await pause.reached.wait()
+            handle.abort("stop it")
+    result = handle.result
+    assert result is not None
+    assert result.reason == "aborted"
+    assert_consistent(result, recorder.events, model.requests)
+    with pytest.raises(OutputError):
+        _ = result.output
+
+
+async def test_outer_cancel_during_a_retry_keeps_the_transcript_paired(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    lookup = make_tool("lookup", execute=_forever)
+    model = ScriptedModel([tool_use(call("f1", "final_result", **BAD_PRICE), call("l1", "lookup"))])
+    recorder = Recorder()
+    with trio.move_on_after(1):
+        await run_agent_loop("x", ctx(lookup), model, on_event=recorder, output_type=Order)
+    end = recorder.events[-1]
+    assert isinstance(end, ev.AgentEnd)
+    assert end.reason == "aborted"
+    # The refused answer and the cancelled sibling both have their results.
+    results = {m.tool_call_id: m for m in end.messages if isinstance(m, ToolResultMessage)}
+    assert set(results) == {"f1", "l1"}
+    check_transcript(end.messages)
+
+
+async def _forever(*_: Any) -> str:
+    await trio.sleep_forever()
+    raise AssertionError
+
+
+# --- the Agent ------------------------------------------------------------------------
+
+
+async def test_agent_keeps_output_type_per_prompt_and_continue_keeps_the_last() -> None:
+    model = ScriptedModel([answer(GOOD, "f1"), reply("plain"), reply("still plain")])
+    async with open_agent(model=model) as agent:
+        first = await agent.prompt("extract", output_type=Order)
+        assert first.output == VALUE
+        second = await agent.prompt("chat")
+        assert second.output is None
+        assert model.requests[1].output is None
+        agent.steer("again")
+        # continue_() asks for what the last prompt asked for: nothing.
+        third = await agent.continue_()
+        assert third.output is None
+    assert isinstance(first.messages[-1], ToolResultMessage)
+    assert model.requests[2].output is None
+
+
+async def test_agent_continue_asks_again_for_the_last_output_type() -> None:
+    model = ScriptedModel([answer({"items": []}, "f1"), answer(GOOD, "f2")])
+    async with open_agent(model=model) as agent:
+        first = await agent.prompt("extract", output_type=StructuredOutput(Order, retries=0))
+        assert first.reason == "output_invalid"
+        agent.steer("try again")
+        second = await agent.continue_()
+    assert second.output == VALUE
+    assert model.requests[1].output is not None
+
+
+# --- OutputUpdate ------------------------------------------------------------------------
+
+
+async def test_output_updates_fill_in_as_the_text_answer_streams() -> None:
+    text = json.dumps(GOOD)
+    model = ScriptedModel([reply(text)], chunk_size=6)
+    result, recorder = await run(model, StructuredOutput(Order, mode="prompted"))
+    assert result.output == VALUE
+    updates = recorder.of(ev.OutputUpdate)
+    partials = [u.partial for u in updates]
+    assert len(partials) > 3
+    assert partials[-1] == GOOD
+    assert partials[0] == {"customer": "A"} or "customer" not in partials[0]
+    # Each one follows the MessageUpdate of the piece that made it, and says something new.
+    for i, e in enumerate(recorder.events):
+        if isinstance(e, ev.OutputUpdate):
+            assert isinstance(recorder.events[i - 1], ev.MessageUpdate)
+    assert all(a != b for a, b in itertools.pairwise(partials))
+
+
+async def test_output_updates_follow_the_final_call_arguments() -> None:
+    from trio_agent import Done, Start, ToolCall, ToolCallDelta, ToolCallEnd, ToolCallStart
+
+    args = json.dumps(GOOD)
+    final_call = ToolCall(id="f1", name="final_result", arguments=GOOD)
+    other = ToolCall(id="l1", name="lookup", arguments={"q": "zzz"})
+    events: list[Any] = [
+        Start(),
+        ToolCallStart(index=0, id="l1", name="lookup"),
+        ToolCallDelta(index=0, delta='{"q": "zzz"}'),
+        ToolCallEnd(index=0, tool_call=other),
+        ToolCallStart(index=1, id="f1", name="final_result"),
+        *(ToolCallDelta(index=1, delta=args[i : i + 9]) for i in range(0, len(args), 9)),
+        ToolCallEnd(index=1, tool_call=final_call),
+        Done(message=tool_use(other, final_call)),
+    ]
+    model = ScriptedModel([events])
+    result, recorder = await run(model, Order, make_tool("lookup"))
+    assert result.output == VALUE
+    partials = [u.partial for u in recorder.of(ev.OutputUpdate)]
+    assert partials[-1] == GOOD
+    assert {"customer": "Ada"} in partials
+    assert all("q" not in p for p in partials)  # the other call's arguments are not the answer
+
+
+async def test_no_output_updates_without_output_type() -> None:
+    model = ScriptedModel([reply(json.dumps(GOOD))], chunk_size=4)
+    _, recorder = await run(model, None)
+    assert recorder.of(ev.OutputUpdate) == []
