@@ -73,9 +73,11 @@ def demo(folder: Path, state: Path, *args: str) -> subprocess.CompletedProcess[s
 def transcript_of(stdout: str) -> Path:
     from pathlib import Path
 
-    last = stdout.rstrip("\n").split("\n")[-1]
-    assert last.startswith("transcript: "), last
-    return Path(last.removeprefix("transcript: "))
+    # The transcript's line, then the report's, last.
+    line, last = stdout.rstrip("\n").split("\n")[-2:]
+    assert last.startswith("report: "), last
+    assert line.startswith("transcript: "), line
+    return Path(line.removeprefix("transcript: "))
 
 
 def loaded(path: Path) -> tuple[Message, ...]:
@@ -267,7 +269,9 @@ async def test_an_empty_folder(tmp_path: Path, autojump_clock: trio.abc.Clock) -
     assert "✓ find * — 0 paths" in text
     assert "- The folder is empty." in text
     assert "- No TODO, FIXME or XXX in 0 text files: tidy." in text
-    assert text.endswith(f"transcript: {tmp_path / 't.jsonl'}\n")
+    line, last = text.rstrip("\n").split("\n")[-2:]
+    assert line == f"transcript: {tmp_path / 't.jsonl'}"
+    assert last.startswith("report: open file://")
     loaded(tmp_path / "t.jsonl")
 
 

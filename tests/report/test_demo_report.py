@@ -35,8 +35,8 @@ def test_the_demo_ends_by_telling_how_to_open_its_report(browser: Browser, tmp_p
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    *_, report_line, last = done.stdout.rstrip("\n").split("\n")
-    assert last == f"transcript: {transcript}"
+    *_, line, report_line = done.stdout.rstrip("\n").split("\n")
+    assert line == f"transcript: {transcript}"
     assert report_line.startswith("report: open file://")
     assert report_line.endswith(" in a browser (the run's timeline)")
     url = report_line.removeprefix("report: open ").split(" ")[0]

@@ -54,10 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.epilog = (
         "The transcript (one JSON line per message) goes to $XDG_STATE_HOME/trio-agent/"
-        "demo/ (default ~/.local/state/...) unless --transcript is given; the last line "
-        "of output is 'transcript: PATH' (with --json, the JSON line "
-        '{"type": "transcript", "path": PATH}); the line before it, without --json, '
-        "where the run's HTML report was written (PATH with .html) and how to open it. "
+        "demo/ (default ~/.local/state/...) unless --transcript is given; the output "
+        "ends with the line 'transcript: PATH' and then a line telling where the run's "
+        "HTML report was written (PATH with .html) and how to open it (with --json, the "
+        'last line is the JSON line {"type": "transcript", "path": PATH}). '
         f"Defaults: --pace {DEFAULT_PACE} (0 with --json), the bash tool given. "
         "Exit codes: 0 the run ended normally, 1 it did not (or the transcript could not "
         "be written), 2 bad usage (also: --transcript naming an existing transcript), "
@@ -137,9 +137,10 @@ async def run_demo(
 ) -> int:
     """Play the demo session on ``folder``, writing the display to ``out``.
 
-    Returns the exit code (0 stop, 1 another end, 130 aborted by Ctrl-C). The last line
-    written is ``transcript: PATH`` (with ``as_json``, the JSON line ``{"type":
-    "transcript", "path": PATH}``) unless the reader went away.
+    Returns the exit code (0 stop, 1 another end, 130 aborted by Ctrl-C). The output
+    ends with ``transcript: PATH`` and then the line that tells how to open the run's
+    HTML report, written next to the transcript (with ``as_json``, the last line is the
+    JSON line ``{"type": "transcript", "path": PATH}``), unless the reader went away.
 
     Raises:
         AgentRunError: a bug ended the run.
@@ -187,9 +188,9 @@ async def run_demo(
     if isinstance(view, JsonView):
         view.transcript(transcript)
     else:
+        output.line(f"transcript: {transcript}")
         if not output.broken:
             output.line(await _write_report(transcript))
-        output.line(f"transcript: {transcript}")
     if output.broken:
         return 0
     if interrupt.count:
