@@ -276,6 +276,8 @@ def strict_violations(schema: dict[str, Any]) -> list[str]:
             problems.append(f"{where}: unsupported format {node['format']}")
         if node.get("type") == "array" and "items" not in node:
             problems.append(f"{where}: an array without items")
+        if any(t in node.get("pattern", "") for t in ("(?=", "(?!", "(?<=", "(?<!")):
+            problems.append(f"{where}: a pattern with lookaround")
         if node.get("type") == "object":
             if node.get("additionalProperties") is not False:
                 problems.append(f"{where}: additionalProperties is not false")
@@ -318,10 +320,14 @@ def test_the_walker_finds_what_breaks_the_rules() -> None:
     odd = {
         "type": "object",
         "additionalProperties": False,
-        "properties": {"a": {"type": "string", "format": "path"}, "b": {"type": "array"}},
-        "required": ["a", "b"],
+        "properties": {
+            "a": {"type": "string", "format": "path"},
+            "b": {"type": "array"},
+            "c": {"type": "string", "pattern": "^(?!-)x$"},
+        },
+        "required": ["a", "b", "c"],
     }
-    assert len(strict_violations(odd)) == 2
+    assert len(strict_violations(odd)) == 3
 
 
 def test_strict_makes_optional_fields_nullable_and_back() -> None:
