@@ -5,7 +5,12 @@ a value of a type validates against its own schema and structures back to itself
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import enum
+import json
+import pathlib
+import uuid
 from typing import Annotated, Any, Literal, NewType, NotRequired, TypedDict
 
 import attrs
@@ -15,8 +20,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_agent import json_schema, strict_json_schema
-from trio_agent._core._output import OutputPlan, StructuredOutput, output_converter, plan_output
+from trio_agent._core import check_structured_content
+from trio_agent._core._output import (
+    OutputFailure,
+    OutputPlan,
+    StructuredOutput,
+    output_converter,
+    plan_output,
+)
 from trio_agent._core._schema import drop_strict_nulls
+
+from ..kit.loop import make_tool
 
 
 class Colour(enum.Enum):
@@ -85,6 +99,23 @@ class Tree:
     children: list[Tree] = attrs.field(factory=list)
 
 
+@attrs.frozen
+class Booking:
+    """A booking: every field a value JSON carries as a string."""
+
+    id: uuid.UUID
+    when: datetime.datetime
+    day: datetime.date
+    at: datetime.time
+    length: datetime.timedelta
+    price: decimal.Decimal
+    ticket: bytes
+    folder: pathlib.Path
+    seats: frozenset[int]
+    pair: tuple[int, str]
+    until: datetime.date | None = None
+
+
 UserId = NewType("UserId", int)
 
 TYPES: list[Any] = [
@@ -110,6 +141,11 @@ TYPES: list[Any] = [
     Address,
     Person,
     Tree,
+    Booking,
+    datetime.datetime,
+    decimal.Decimal,
+    bytes,
+    set[uuid.UUID],
 ]
 
 META = jsonschema.Draft202012Validator.META_SCHEMA
@@ -163,7 +199,7 @@ def test_recursive_class_keeps_its_definition() -> None:
     jsonschema.validate({"label": "a", "children": [{"label": "b"}]}, schema)
 
 
-@pytest.mark.parametrize("tp", [bytes, dict[int, str], object.__class__, Literal[1.5]], ids=repr)
+@pytest.mark.parametrize("tp", [complex, dict[int, str], object.__class__, Literal[1.5]], ids=repr)
 def test_types_without_a_schema_are_refused(tp: Any) -> None:
     with pytest.raises(TypeError, match="no JSON Schema"):
         json_schema(tp)
@@ -205,7 +241,20 @@ UNSUPPORTED = {
     "if",
     "then",
     "else",
+    "contentEncoding",
 }
+STRICT_FORMATS = {
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+}
+"""The string formats strict mode supports (the guide's list)."""
 
 
 def strict_violations(schema: dict[str, Any]) -> list[str]:
@@ -223,6 +272,12 @@ def strict_violations(schema: dict[str, Any]) -> list[str]:
             return
         for key in UNSUPPORTED & node.keys():
             problems.append(f"{where}: unsupported keyword {key}")
+        if "format" in node and node["format"] not in STRICT_FORMATS:
+            problems.append(f"{where}: unsupported format {node['format']}")
+        if node.get("type") == "array" and "items" not in node:
+            problems.append(f"{where}: an array without items")
+        if any(t in node.get("pattern", "") for t in ("(?=", "(?!", "(?<=", "(?<!")):
+            problems.append(f"{where}: a pattern with lookaround")
         if node.get("type") == "object":
             if node.get("additionalProperties") is not False:
                 problems.append(f"{where}: additionalProperties is not false")
@@ -242,7 +297,7 @@ def strict_violations(schema: dict[str, Any]) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("tp", [Price, LineItem, Cat, Dog, Person, Tree], ids=repr)
+@pytest.mark.parametrize("tp", [Price, LineItem, Cat, Dog, Person, Tree, Booking], ids=repr)
 def test_strict_schema_keeps_openai_rules(tp: Any) -> None:
     schema = json_schema(tp)
     assert strict_violations(schema)  # the plain schema is not strict
@@ -262,6 +317,17 @@ def test_the_walker_finds_what_breaks_the_rules() -> None:
         "required": [],
     }
     assert len(strict_violations(bad)) == 2
+    odd = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "a": {"type": "string", "format": "path"},
+            "b": {"type": "array"},
+            "c": {"type": "string", "pattern": "^(?!-)x$"},
+        },
+        "required": ["a", "b", "c"],
+    }
+    assert len(strict_violations(odd)) == 3
 
 
 def test_strict_makes_optional_fields_nullable_and_back() -> None:
@@ -317,17 +383,49 @@ people = st.builds(
 )
 
 
+offsets = st.timedeltas(
+    min_value=-datetime.timedelta(hours=23, minutes=59),
+    max_value=datetime.timedelta(hours=23, minutes=59),
+).map(lambda d: datetime.timezone(datetime.timedelta(minutes=d // datetime.timedelta(minutes=1))))
+zones = st.none() | st.just(datetime.UTC) | offsets
+bookings = st.builds(
+    Booking,
+    id=st.uuids(),
+    when=st.datetimes(timezones=zones),
+    day=st.dates(),
+    at=st.times(timezones=zones),
+    length=st.timedeltas(),
+    price=st.decimals(allow_nan=False, allow_infinity=False),
+    ticket=st.binary(),
+    folder=st.builds(pathlib.PurePosixPath, st.text()).map(lambda p: pathlib.Path(str(p))),
+    seats=st.frozensets(st.integers()),
+    pair=st.tuples(st.integers(), st.text()),
+    until=st.none() | st.dates(),
+)
+
 # Built once: the plan configures the converter's tagged unions (as a run does before it
 # structures anything).
-PLANS = {tp: OutputPlan(StructuredOutput(tp)) for tp in (Invoice, Person)}
+PLANS = {tp: OutputPlan(StructuredOutput(tp)) for tp in (Invoice, Person, Booking)}
 VALIDATORS = {tp: jsonschema.Draft202012Validator(json_schema(tp)) for tp in PLANS}
+# A tool declaring the type's schema as its output schema: formats checked as tool
+# results are.
+AS_TOOL_OUTPUT = {tp: make_tool(output_schema=json_schema(tp)) for tp in PLANS}
 
 
-@given(st.one_of(invoices.map(lambda v: (Invoice, v)), people.map(lambda v: (Person, v))))
+@given(
+    st.one_of(
+        invoices.map(lambda v: (Invoice, v)),
+        people.map(lambda v: (Person, v)),
+        bookings.map(lambda v: (Booking, v)),
+    )
+)
 def test_a_value_validates_against_its_own_schema(case: tuple[Any, Any]) -> None:
     tp, value = case
-    data = output_converter.unstructure(value, tp)
+    # As JSON text carries it (a tuple becomes a list).
+    data = json.loads(json.dumps(output_converter.unstructure(value, tp)))
     VALIDATORS[tp].validate(data)
+    # Its formats (date-time, duration, uuid...) pass too.
+    assert check_structured_content(AS_TOOL_OUTPUT[tp], data) is None
     # And the one check of structured output gives the value back.
     assert PLANS[tp].check(data) == value
 
@@ -347,3 +445,134 @@ def test_a_plan_is_compiled_once_per_output() -> None:
     assert plan_output(dict(schema), ()) is plan_output(dict(schema), ())
     assert first is not None
     assert first.request("tool") is first.request("tool")
+
+
+# --- values written as strings ---------------------------------------------------------
+
+TWO_HOURS = datetime.timedelta(hours=2)
+BOOKING = Booking(
+    id=uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    when=datetime.datetime(
+        2026, 5, 1, 10, 30, tzinfo=datetime.timezone(datetime.timedelta(hours=2))
+    ),
+    day=datetime.date(2026, 5, 1),
+    at=datetime.time(9, 15),
+    length=datetime.timedelta(days=1, hours=2, minutes=30, seconds=1.5),
+    price=decimal.Decimal("-12.50"),
+    ticket=b"\x00\xffok",
+    folder=pathlib.Path("/srv/bookings"),
+    seats=frozenset({3, 4}),
+    pair=(1, "a"),
+)
+BOOKING_JSON = {
+    "id": "12345678-1234-5678-1234-567812345678",
+    "when": "2026-05-01T10:30:00+02:00",
+    "day": "2026-05-01",
+    "at": "09:15:00",
+    "length": "P1DT2H30M1.5S",
+    "price": "-12.50",
+    "ticket": "AP9vaw==",
+    "folder": "/srv/bookings",
+    "seats": [3, 4],
+    "pair": [1, "a"],
+}
+
+
+def test_string_valued_types_schemas() -> None:
+    props = json_schema(Booking)["properties"]
+    assert props["id"] == {"type": "string", "format": "uuid"}
+    assert props["when"] == {"type": "string", "format": "date-time"}
+    assert props["day"] == {"type": "string", "format": "date"}
+    assert props["at"] == {"type": "string", "format": "time"}
+    assert props["length"] == {"type": "string", "format": "duration"}
+    assert props["price"]["type"] == "string"
+    assert props["price"]["pattern"] == r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$"
+    assert props["ticket"] == {"type": "string", "contentEncoding": "base64"}
+    assert props["folder"] == {"type": "string", "format": "path"}
+    assert props["seats"] == {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    assert props["pair"]["prefixItems"] == [{"type": "integer"}, {"type": "string"}]
+    assert props["until"]["anyOf"] == [{"type": "string", "format": "date"}, {"type": "null"}]
+
+
+def test_string_valued_types_are_written_and_read_back() -> None:
+    data = output_converter.unstructure(BOOKING, Booking)
+    assert json.loads(json.dumps(data)) == {**BOOKING_JSON, "until": None}
+    assert PLANS[Booking].check(BOOKING_JSON) == BOOKING
+    # The other spellings a model may use are read too.
+    other = {
+        **BOOKING_JSON,
+        "when": "2026-05-01T08:30:00Z",
+        "length": "PT26H30M1,5S",
+        "price": "-1.25e1",
+        "id": "12345678123456781234567812345678",
+    }
+    assert PLANS[Booking].check(other) == BOOKING
+
+
+def test_strict_form_of_string_valued_types() -> None:
+    strict = strict_json_schema(json_schema(Booking))
+    assert strict_violations(strict) == []
+    props = strict["properties"]
+    assert props["when"] == {"type": "string", "format": "date-time"}
+    assert props["length"] == {"type": "string", "format": "duration"}
+    # What strict mode does not take is said in the description instead.
+    assert props["ticket"] == {"type": "string", "description": "(contentEncoding: base64)"}
+    assert props["folder"] == {"type": "string", "description": "(format: path)"}
+    assert props["pair"] == {
+        "type": "array",
+        "items": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+        "minItems": 2,
+        "maxItems": 2,
+    }
+    assert props["seats"] == {"type": "array", "items": {"type": "integer"}}
+    jsonschema.validate(BOOKING_JSON | {"until": None}, strict)
+
+
+@pytest.mark.parametrize(
+    ("field", "bad", "line"),
+    [
+        ("when", "yesterday", "when: expected a date-time (ISO 8601)"),
+        ("day", "2026-02-30", "day: expected a date (ISO 8601)"),
+        ("at", "25:00", "at: expected a time (ISO 8601)"),
+        ("length", "P1M", "length: expected a duration (ISO 8601, like P1DT2H30M)"),
+        ("length", "PT", "length: expected a duration (ISO 8601, like P1DT2H30M)"),
+        ("id", "not-a-uuid", "id: expected a UUID"),
+        ("ticket", "***", "ticket: expected base64 data"),
+        ("price", "12,50", 'price: expected a decimal number in a string (like "-12.50")'),
+        ("price", "NaN", 'price: expected a decimal number in a string (like "-12.50")'),
+        ("until", "soon", "until: expected a date (ISO 8601)"),
+        ("when", 20260501, "when: expected a string"),
+    ],
+)
+def test_a_bad_string_value_names_its_path(field: str, bad: Any, line: str) -> None:
+    with pytest.raises(OutputFailure) as caught:
+        PLANS[Booking].check({**BOOKING_JSON, field: bad})
+    assert caught.value.lines == [line]
+
+
+def test_every_bad_string_value_is_listed_at_once() -> None:
+    bad = {**BOOKING_JSON, "when": "x", "id": "y", "ticket": "!"}
+    with pytest.raises(OutputFailure) as caught:
+        PLANS[Booking].check(bad)
+    assert sorted(caught.value.lines) == [
+        "id: expected a UUID",
+        "ticket: expected base64 data",
+        "when: expected a date-time (ISO 8601)",
+    ]
+
+
+def test_a_tool_output_schema_checks_formats_as_the_converter_reads_them() -> None:
+    tool = AS_TOOL_OUTPUT[Booking]
+    # A naive date-time and a negative or fractional duration are valid (RFC 3339's
+    # checker would refuse them); a wrong one is an error naming the path.
+    fine = {**BOOKING_JSON, "when": "2026-05-01T10:30:00", "length": "-PT1.5S"}
+    assert check_structured_content(tool, fine) is None
+    error = check_structured_content(tool, {**BOOKING_JSON, "length": "P1Y"})
+    assert error is not None
+    assert "  - length: " in error
+
+
+@given(st.timedeltas())
+def test_a_duration_reads_back_as_written(value: datetime.timedelta) -> None:
+    data = output_converter.unstructure(value, datetime.timedelta)
+    assert output_converter.structure(data, datetime.timedelta) == value

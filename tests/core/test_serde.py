@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
+import pathlib
+import uuid
 
 import pytest
 
@@ -224,3 +228,28 @@ def test_a_high_and_a_low_surrogate_read_back_as_their_character() -> None:
 )
 def test_join_surrogate_pairs(text: str, joined: str) -> None:
     assert join_surrogate_pairs(text) == joined
+
+
+def test_details_write_string_valued_types_as_the_schema_function_describes_them() -> None:
+    # The transcripts' converter and structured output's share one strict base: a date,
+    # a UUID, a decimal, bytes or a path in free-form details is written as the string
+    # json_schema describes (and reads back as that string: details are untyped).
+    when = datetime.datetime(2026, 5, 1, 10, 30, tzinfo=datetime.UTC)
+    details = {
+        "when": when,
+        "id": uuid.UUID(int=1),
+        "price": decimal.Decimal("1E+2"),
+        "raw": b"\x00\xff",
+        "path": pathlib.PurePosixPath("/srv/a"),
+        "took": datetime.timedelta(minutes=90),
+    }
+    message = CustomMessage(kind="note", details=details, timestamp=1.0)
+    (back,) = loads(dumps([message]))
+    assert back.details == {
+        "when": "2026-05-01T10:30:00+00:00",
+        "id": "00000000-0000-0000-0000-000000000001",
+        "price": "100",
+        "raw": "AP8=",
+        "path": "/srv/a",
+        "took": "PT1H30M",
+    }

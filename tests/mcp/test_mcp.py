@@ -106,6 +106,7 @@ TOOL_NAMES = [
     "pid",
     "grow",
     "shape",
+    "order",
 ]
 GUARD = 60  # seconds: far above any test's time; a hang fails instead of stalling
 
@@ -730,13 +731,51 @@ async def test_output_schemas_and_structured_content_reach_the_run(tmp_path: Pat
     assert end["good"].result.structured_content == {"n": 7, "tags": ["a", "b"]}
     assert not end["good"].is_error
     assert end["sum"].result.structured_content == {"result": 3}
-    # Content that does not match the schema is refused (by the SDK's client, before the
-    # result reaches the run): an error result naming where it failed, nothing kept.
+    # Content that does not match the schema is refused by the rule of every tool's
+    # output schema (not the SDK's): an error result naming the path, nothing kept.
     assert end["bad"].is_error
     assert end["bad"].result.structured_content is None
-    assert "tags'][1]" in only_text(end["bad"].result)
-    assert "not of type 'string'" in only_text(end["bad"].result)
+    assert only_text(end["bad"].result) == (
+        'Structured content of tool "t__shape" does not match its output schema:\n'
+        '  - tags/1: 2 is not of type "string"\n'
+        "\n"
+        "Received structured content:\n" + json.dumps({"n": 7, "tags": ["a", 2]}, indent=2)
+    )
     # The transcript keeps the structured content (JSON round trip checked here too).
+    assert_run_invariants(result, events, model.requests, context)
+
+
+async def test_structured_content_mismatch_over_http_lists_every_path(
+    http: tuple[str, Path],
+) -> None:
+    url, _log = http
+    with trio.fail_after(GUARD):
+        async with open_mcp_tools(StreamableHttpServer(url, prefix="o")) as mcp:
+            model = ScriptedModel(
+                [
+                    calls(
+                        ("bad", "o__order", {"wrong": True}),
+                        ("good", "o__order", {"wrong": False}),
+                    ),
+                    reply(),
+                ]
+            )
+            result, events, context = await run(mcp.tools, model)
+    end = ends(events)
+    assert end["bad"].is_error
+    assert end["bad"].result.structured_content is None
+    said = only_text(end["bad"].result)
+    assert said.splitlines()[:4] == [
+        'Structured content of tool "o__order" does not match its output schema:',
+        '  - total: "total" is a required property',
+        '  - lines/1/qty: "2" is not of type "integer"',
+        "",
+    ]
+    assert not end["good"].is_error
+    assert end["good"].result.structured_content == {
+        "lines": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}],
+        "total": 9.5,
+    }
     assert_run_invariants(result, events, model.requests, context)
 
 

@@ -3,8 +3,12 @@ path, the ``output_invalid`` end, and a transcript paired throughout."""
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import itertools
 import json
+import pathlib
+import uuid
 from typing import Any, Literal
 
 import attrs
@@ -418,3 +422,82 @@ async def test_no_output_updates_without_output_type() -> None:
     model = ScriptedModel([reply(json.dumps(GOOD))], chunk_size=4)
     _, recorder = await run(model, None)
     assert recorder.of(ev.OutputUpdate) == []
+
+
+# --- values JSON carries as strings ----------------------------------------------------
+
+
+@attrs.frozen
+class Booking:
+    ref: uuid.UUID
+    when: datetime.datetime
+    length: datetime.timedelta
+    price: decimal.Decimal
+    ticket: bytes
+    folder: pathlib.Path
+    seats: frozenset[int]
+    pair: tuple[int, str]
+    until: datetime.date | None = None
+
+
+BOOKING = Booking(
+    ref=uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    when=datetime.datetime(2026, 5, 1, 8, 30, tzinfo=datetime.UTC),
+    length=datetime.timedelta(hours=2, seconds=0.25),
+    price=decimal.Decimal("19.90"),
+    ticket=b"\x00\xffok",
+    folder=pathlib.Path("/srv/b"),
+    seats=frozenset({3, 4}),
+    pair=(1, "a"),
+    until=datetime.date(2026, 5, 2),
+)
+BOOKING_JSON = {
+    "ref": "12345678-1234-5678-1234-567812345678",
+    "when": "2026-05-01T08:30:00Z",
+    "length": "PT2H0.25S",
+    "price": "19.90",
+    "ticket": "AP9vaw==",
+    "folder": "/srv/b",
+    "seats": [4, 3],
+    "pair": [1, "a"],
+    "until": "2026-05-02",
+}
+
+
+@pytest.mark.parametrize("mode", ["tool", "prompted", "native"])
+async def test_string_valued_fields_round_trip_in_every_mode(mode: Any) -> None:
+    wrong = {**BOOKING_JSON, "when": "yesterday", "ref": "nope", "ticket": "!", "length": "P1M"}
+    if mode == "tool":
+        script = [answer(wrong, "f1"), answer(BOOKING_JSON, "f2")]
+    else:
+        script = [text_answer(wrong), text_answer(BOOKING_JSON)]
+    model = ScriptedModel(script)
+    result, _ = await run(model, StructuredOutput(Booking, mode=mode))
+    assert result.reason == "stop"
+    assert result.output == BOOKING
+    sent_back = text_of(model.requests[1].messages[-1])
+    for line in (
+        "when: expected a date-time (ISO 8601)",
+        "ref: expected a UUID",
+        "ticket: expected base64 data",
+        "length: expected a duration (ISO 8601, like P1DT2H30M)",
+    ):
+        assert f"  - {line}\n" in sent_back
+    if mode == "native":
+        asked = model.requests[0].output
+        assert asked is not None
+        assert asked.strict_schema is not None
+        assert asked.strict_schema["properties"]["when"] == {
+            "type": "string",
+            "format": "date-time",
+        }
+
+
+async def test_a_bad_decimal_is_sent_back_with_its_path() -> None:
+    model = ScriptedModel(
+        [answer({**BOOKING_JSON, "price": "19,90"}, "f1"), answer(BOOKING_JSON, "f2")]
+    )
+    result, _ = await run(model, Booking)
+    assert result.output == BOOKING
+    sent_back = text_of(model.requests[1].messages[-1])
+    assert '  - price: expected a decimal number in a string (like "-12.50")\n' in sent_back

@@ -5,7 +5,11 @@ result messages (checked against the schema, kept in transcripts)."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import json
+import pathlib
+import uuid
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
@@ -339,3 +343,57 @@ async def test_a_result_message_whose_structured_content_is_not_json_is_refused(
     with pytest.raises(TypeError, match=r"structured_content is not JSON data"):
         await run_agent_loop([bad], ctx(), model)
     assert model.requests == []
+
+
+# --- values JSON carries as strings ------------------------------------------------------------
+
+
+@attrs.frozen
+class Slot:
+    ref: uuid.UUID
+    starts: datetime.datetime
+    length: datetime.timedelta
+    fee: decimal.Decimal
+    key: bytes
+    room: pathlib.Path
+
+
+@tool
+async def book_slot() -> Slot:
+    """Book a slot."""
+    return Slot(
+        ref=uuid.UUID(int=7),
+        starts=datetime.datetime(2026, 5, 1, 10, 30),  # naive, as Python writes it
+        length=-datetime.timedelta(seconds=1.5),
+        fee=decimal.Decimal("1E+2"),
+        key=b"\x00\xff",
+        room=pathlib.Path("/rooms/a"),
+    )
+
+
+async def test_a_decorated_tool_returning_string_valued_fields_matches_its_schema() -> None:
+    assert book_slot.output_schema is not None
+    assert book_slot.output_schema["properties"]["starts"] == {
+        "type": "string",
+        "format": "date-time",
+    }
+    result, _ = await run_calls(book_slot)
+    got = result_of(result)
+    assert not got.is_error, got.text
+    assert got.structured_content == {
+        "ref": "00000000-0000-0000-0000-000000000007",
+        "starts": "2026-05-01T10:30:00",
+        "length": "-PT1.5S",
+        "fee": "1E+2",
+        "key": "AP8=",
+        "room": "/rooms/a",
+    }
+
+
+async def test_a_wrong_date_time_in_structured_content_is_named() -> None:
+    data = {"when": "tomorrow-ish"}
+    schema = {"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}}}
+    result, _ = await run_calls(returning(ToolOutput(content="x", structured_content=data), schema))
+    got = result_of(result)
+    assert got.is_error
+    assert got.text.splitlines()[1] == '  - when: "tomorrow-ish" is not a "date-time"'

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 import jsonschema_rs
 
 from ._conversion import Converter
+from ._formats import format_checks
 
 if TYPE_CHECKING:
     from ._tools import Tool
@@ -72,8 +73,13 @@ class _Compiled:
         try:
             schema = _plain(parameters)
             # offline: a remote $ref is an error here, never a network request at run time.
+            # An output schema's formats (date-time, duration...) accept what the
+            # structured-output converter reads and writes (a naive date-time too).
             self.validator = jsonschema_rs.validator_for(
-                schema, validate_formats=True, offline=True
+                schema,
+                validate_formats=True,
+                offline=True,
+                formats=None if convert else _OUTPUT_FORMATS,
             )
         except (
             jsonschema_rs.ValidationError,
@@ -86,6 +92,8 @@ class _Compiled:
             if convert:
                 self.converter = Converter(schema)
 
+
+_OUTPUT_FORMATS: Final = format_checks()
 
 _compiled: weakref.WeakKeyDictionary[Tool, _Compiled] = weakref.WeakKeyDictionary()
 _compiled_output: weakref.WeakKeyDictionary[Tool, _Compiled] = weakref.WeakKeyDictionary()

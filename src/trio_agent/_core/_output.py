@@ -49,6 +49,7 @@ from typing_extensions import TypeVar
 from . import _events as ev
 from ._errors import AgentUsageError, OutputError
 from ._events import AgentRunResult, NoOutput
+from ._formats import expected_string
 from ._schema import TAG, drop_strict_nulls, json_schema, strict_json_schema, tagged_unions
 from ._serde import parse_json, strict_converter, structure_errors
 from ._tools import Tool, ToolContext, ToolOutput
@@ -394,6 +395,8 @@ class OutputPlan:
             message = f"expected one of {', '.join(json.dumps(o) for o in kind.options)}"
         elif isinstance(kind, jsonschema_rs.ValidationErrorKind.Constant):
             message = f"expected {json.dumps(kind.expected_value)}"
+        elif (wanted := expected_string(kind)) is not None:
+            message = f"expected {wanted}"
         else:
             message = err.message
             if len(message) > 300:

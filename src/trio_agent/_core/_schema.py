@@ -5,8 +5,10 @@ Theory of operation. :func:`json_schema` walks the type itself (attrs classes,
 dataclasses, ``TypedDict``, enums, ``Literal``, unions, ``Optional``, lists, tuples,
 sets, ``dict[str, X]``, primitives); each named class becomes one ``$defs`` entry
 referenced by ``$ref``, and the top-level class is inlined at the root when nothing else
-refers to it. The walk is ours rather than ``msgspec.json.schema`` (which the ``@tool``
-decorator uses for parameters) for two reasons: msgspec refuses a union of two attrs
+refers to it; a type written as a string (dates, UUIDs, decimals, bytes...) takes its
+schema from the one table in ``_formats`` that the converter reads too. The walk is ours
+rather than ``msgspec.json.schema`` (which the ``@tool`` decorator uses for parameters)
+for two reasons: msgspec refuses a union of two attrs
 classes or dataclasses, which structured output must describe (a tagged union), and it
 ignores attrs field metadata, where field descriptions live. The schema is built to
 match what :data:`output_converter` (one strict cattrs converter) accepts: field names
@@ -15,7 +17,8 @@ class name, enums by value — so a value that validates against the schema stru
 
 :func:`strict_json_schema` rewrites a schema into what OpenAI's strict mode accepts:
 every object closed (``additionalProperties: false``) with every property required, the
-optional ones made nullable, and the keywords strict mode does not support dropped.
+optional ones made nullable, and the keywords strict mode does not support dropped (a
+``format`` outside its list, ``contentEncoding``: noted in the description instead).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from ._docstrings import ATTRIBUTE_SECTIONS, parse_docstring
+from ._formats import string_format_of
 
 __all__ = ["TAG", "drop_strict_nulls", "json_schema", "strict_json_schema", "tagged_unions"]
 
@@ -54,10 +58,25 @@ def json_schema(tp: Any) -> dict[str, Any]:
     """The JSON Schema of ``tp``, as plain JSON data (dicts, lists, strings...).
 
     Handled: ``str``, ``int``, ``float``, ``bool``, ``None``, ``Any``; ``list[X]``,
-    ``Sequence[X]``, ``tuple[X, ...]``, ``tuple[X, Y]``, ``set[X]``, ``frozenset[X]``;
-    ``dict[str, X]`` and ``Mapping[str, X]``; ``Literal[...]``; enums (by value);
-    ``X | None`` and other unions; ``Annotated[X, ...]`` (as ``X``); ``NewType``; attrs
-    classes, dataclasses and ``TypedDict`` s, nested at any depth and recursive.
+    ``Sequence[X]``, ``tuple[X, ...]``, ``tuple[X, Y]`` (``prefixItems``), ``set[X]``
+    and ``frozenset[X]`` (``uniqueItems``); ``dict[str, X]`` and ``Mapping[str, X]``;
+    ``Literal[...]``; enums (by value); ``X | None`` and other unions;
+    ``Annotated[X, ...]`` (as ``X``); ``NewType``; attrs classes, dataclasses and
+    ``TypedDict`` s, nested at any depth and recursive.
+
+    Values written as JSON strings (read and written so by the structured-output
+    converter):
+
+    - ``datetime.datetime``: ``{"type": "string", "format": "date-time"}`` (ISO 8601,
+      with an offset or without: a naive value stays naive);
+    - ``datetime.date``: ``"format": "date"``; ``datetime.time``: ``"format": "time"``;
+    - ``datetime.timedelta``: ``"format": "duration"`` (ISO 8601: ``P1DT2H30M``,
+      ``-PT1.5S``; years and months are refused);
+    - ``uuid.UUID``: ``"format": "uuid"``;
+    - ``decimal.Decimal``: a string with a decimal-number ``pattern`` (``"-12.50"``,
+      ``"1.5e3"``), exact, never a JSON number (finite values only);
+    - ``bytes``: ``"contentEncoding": "base64"`` (standard base64);
+    - ``pathlib.Path`` and ``PurePath``: ``"format": "path"`` (not checked).
 
     A class becomes an object schema under ``$defs`` (its name as ``title``, the summary
     of its docstring as ``description``); its fields are the properties, named as the
@@ -72,8 +91,8 @@ def json_schema(tp: Any) -> dict[str, Any]:
     uses) unless it refers to itself.
 
     Raises:
-        TypeError: a type with no JSON Schema here (``bytes``, ``datetime``, a plain
-            class, a dict with non-``str`` keys...), or a class in a tagged union with
+        TypeError: a type with no JSON Schema here (a plain class, ``complex``, a
+            dict with non-``str`` keys...), or a class in a tagged union with
             a field named ``type``; the message names the type.
     """
     walker = _Walker()
@@ -117,6 +136,9 @@ class _Walker:
             return dict(_PRIMITIVES[tp])
         if tp is Any or tp is object:
             return {}
+        written = string_format_of(tp)
+        if written is not None:
+            return dict(written.schema)
         supertype = getattr(tp, "__supertype__", None)
         if supertype is not None:  # NewType
             return self.schema(supertype)
@@ -340,10 +362,18 @@ _STRICT_UNSUPPORTED: Final = frozenset(
         "minLength",
         "maxLength",
         "examples",
+        "contentEncoding",
+        "contentMediaType",
     }
 )
-"""Keywords OpenAI's strict mode refuses (or did refuse): dropped. They only narrow
-what is valid; the value is still validated against the full schema afterwards."""
+"""Keywords OpenAI's strict mode refuses (or did refuse), or does not list: dropped.
+They only narrow what is valid; the value is still validated against the full schema
+afterwards."""
+
+_STRICT_FORMATS: Final = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
+"""The string formats OpenAI's strict mode supports; any other ``format`` is dropped."""
 
 
 def strict_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -353,8 +383,12 @@ def strict_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     ``required``; a property that was optional becomes nullable (``anyOf`` with
     ``{"type": "null"}``), so a model answering in strict mode sends ``null`` for it
     (structured output drops those again, so that the field's default applies). Keywords strict mode
-    does not support (``default``, ``uniqueItems``, ``prefixItems``, ``minLength``...)
-    are dropped; the root must be an object.
+    does not support (``default``, ``uniqueItems``, ``prefixItems``, ``minLength``,
+    ``contentEncoding``...) are dropped, and so is a ``format`` other than the ones it
+    supports (``date-time``, ``time``, ``date``, ``duration``, ``email``, ``hostname``,
+    ``ipv4``, ``ipv6``, ``uuid``): a dropped ``format`` or ``contentEncoding`` is noted
+    in the description instead (``(contentEncoding: base64)``), and a tuple's
+    ``prefixItems`` become ``items`` any member may match. The root must be an object.
 
     Returns a new schema; ``schema`` is not changed.
 
@@ -377,8 +411,7 @@ def _strict(node: Any, where: str) -> None:
         return
     if not isinstance(node, dict):
         return
-    for key in _STRICT_UNSUPPORTED & node.keys():
-        del node[key]
+    _drop_unsupported(node)
     extra = node.get("additionalProperties")
     if extra not in (None, False):
         raise ValueError(f"strict mode cannot describe free-form properties (at {where})")
@@ -398,6 +431,31 @@ def _strict(node: Any, where: str) -> None:
                 _strict(sub, f"{where}/{key}/{name}")
         elif key in ("items", "anyOf"):
             _strict(value, f"{where}/{key}")
+
+
+def _drop_unsupported(node: dict[str, Any]) -> None:
+    """Drop what strict mode does not take from one schema node. A tuple's
+    ``prefixItems`` become ``items`` any of its members may match (strict mode wants an
+    array's items typed); a dropped hint a model needs to write the value right (a
+    ``format`` strict mode lacks, a ``contentEncoding``) is kept in the description."""
+    prefix = node.get("prefixItems")
+    if isinstance(prefix, list) and "items" not in node and prefix:
+        members: list[Any] = []
+        for member in prefix:
+            if member not in members:
+                members.append(member)
+        node["items"] = members[0] if len(members) == 1 else {"anyOf": members}
+    hints = [f"{key}: {node[key]}" for key in ("contentEncoding",) if key in node]
+    fmt = node.get("format")
+    if fmt is not None and fmt not in _STRICT_FORMATS:
+        del node["format"]
+        hints.append(f"format: {fmt}")
+    for key in _STRICT_UNSUPPORTED & node.keys():
+        del node[key]
+    if hints:
+        said = node.get("description")
+        note = f"({', '.join(hints)})"
+        node["description"] = f"{said} {note}" if isinstance(said, str) and said else note
 
 
 def _nullable(prop: Any) -> dict[str, Any]:

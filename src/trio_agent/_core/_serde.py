@@ -34,6 +34,7 @@ from cattrs.preconf.json import make_converter
 
 from . import _events as ev
 from ._errors import TranscriptFormatError
+from ._formats import STRING_FORMATS, StringFormat
 from ._messages import (
     AssistantMessage,
     ContentBlock,
@@ -100,6 +101,25 @@ def _json_object(value: Any, _: type) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise TypeError(f"expected a JSON object, got {type(value).__name__}")
     return value
+
+
+def _string_hooks(
+    entry: StringFormat,
+) -> tuple[Callable[[Any, Any], Any], Callable[[Any], str]]:
+    """The structure and unstructure hooks of a type written as a string (see
+    ``_formats``): a value that is not a string, or not one of the type, is an error
+    saying what was expected (``expected a date-time (ISO 8601)``)."""
+    expected = f"expected {entry.expected}"
+
+    def structure(value: Any, _: Any) -> Any:
+        if type(value) is not str:
+            raise TypeError(f"{expected}, got {type(value).__name__}")
+        try:
+            return entry.parse(value)
+        except (ValueError, TypeError, OverflowError, ArithmeticError):
+            raise ValueError(expected) from None
+
+    return structure, entry.write
 
 
 class _BadTag(ValueError):
@@ -235,13 +255,19 @@ def _add_tag(
 def strict_converter() -> cattrs.Converter:
     """A new JSON converter that structures primitives strictly (``"false"`` is not a
     bool, ``1.5`` not an int, ``None`` not a str); the base of the transcripts' converter
-    and of structured output's."""
+    and of structured output's. Dates, times, durations, UUIDs, decimals, bytes and
+    paths are read and written as the strings ``_formats`` describes (bytes as base64),
+    a wrong string an error naming what was expected."""
     conv = make_converter(prefer_attrib_converters=False)
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(float, _strict_float)
     conv.register_structure_hook(bool, _strict_bool)
     conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], _json_object)
+    for tp, entry in STRING_FORMATS.items():
+        structure, unstructure = _string_hooks(entry)
+        conv.register_structure_hook(tp, structure)
+        conv.register_unstructure_hook(tp, unstructure)
     return conv
 
 
@@ -371,7 +397,8 @@ def join_surrogate_pairs(text: str) -> str:
 
 def check_json(value: Any, what: str) -> None:
     """Check that ``value`` can be written to a transcript — encoded exactly as the
-    writers encode it (sets, bytes, paths and datetimes become JSON lists and strings) —
+    writers encode it (sets become JSON lists; bytes, paths, dates and times, durations,
+    UUIDs and decimals become strings) —
     so that a value that cannot is refused where it enters a run instead of failing the
     sink that writes it later.
 

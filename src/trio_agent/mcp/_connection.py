@@ -34,7 +34,13 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 import trio
 from mcp import Client, MCPError
-from mcp.types import CONNECTION_CLOSED, ToolListChangedNotification
+from mcp.types import (
+    CONNECTION_CLOSED,
+    CallToolRequest,
+    CallToolRequestParams,
+    CallToolResult,
+    ToolListChangedNotification,
+)
 from mcp.types import Tool as McpTool
 
 from .. import Tool, ToolContext, ToolOutput
@@ -322,9 +328,7 @@ class McpConnection:
     async def _serve(self, client: Client, call: _Call) -> None:
         with call.scope:
             try:
-                result = await client.call_tool(
-                    call.name, call.arguments, progress_callback=call.progress
-                )
+                result = await self._call_tool(client, call)
             except MCPError as exc:
                 if exc.code == CONNECTION_CLOSED:
                     # The server is gone: every call in flight and every later one
@@ -336,6 +340,28 @@ class McpConnection:
                 call.answer(error_output(f"MCP server {self.name}: {_describe(exc)}"))
             else:
                 call.answer(to_output(result, self.server.max_result_chars))
+
+    async def _call_tool(self, client: Client, call: _Call) -> CallToolResult:
+        """Send ``call`` to the server; its result, not yet checked.
+
+        A tool that declares an output schema is called with a plain ``tools/call``
+        request: the SDK's ``call_tool`` would check the structured content against
+        that schema itself and raise with its own text, before the run sees the result.
+        The run checks it instead, by the rule of every tool's ``output_schema``: a
+        mismatch is an error result listing each path (``  - tags/1: ...``). Such a call
+        does not go through the SDK's rounds for a server asking for input (this client
+        answers none) nor its resend after a header mismatch; every other tool does.
+        """
+        if not any(t.name == call.name and t.output_schema for t in self._listing):
+            return await client.call_tool(
+                call.name, call.arguments, progress_callback=call.progress
+            )
+        request = CallToolRequest(
+            params=CallToolRequestParams(name=call.name, arguments=call.arguments)
+        )
+        return await client.session.send_request(
+            request, CallToolResult, progress_callback=call.progress
+        )
 
     async def _lost(self, reason: str) -> None:
         if self._stderr is not None:

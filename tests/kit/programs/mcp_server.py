@@ -186,9 +186,40 @@ def shape(wrong: bool) -> CallToolResult:
     )
 
 
+ORDER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "lines": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}},
+                "required": ["sku", "qty"],
+            },
+        },
+        "total": {"type": "number"},
+    },
+    "required": ["lines", "total"],
+}
+
+
+@app.tool()
+def order(wrong: bool) -> CallToolResult:
+    """An order for its declared output schema; ``wrong``: a nested line's quantity is
+    a string and the total is missing."""
+    line = {"sku": "b", "qty": "2" if wrong else 2}
+    data: dict[str, object] = {"lines": [{"sku": "a", "qty": 1}, line]}
+    if not wrong:
+        data["total"] = 9.5
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data))], structured_content=data
+    )
+
+
 # Published by hand, as a server written in another language publishes it: the SDK's
 # server does not check its own results against such a schema, so a wrong one is sent.
 app._tool_manager._tools["shape"].fn_metadata.output_schema = SHAPE_SCHEMA
+app._tool_manager._tools["order"].fn_metadata.output_schema = ORDER_SCHEMA
 
 
 def _named(name: str) -> None:
