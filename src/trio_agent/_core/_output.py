@@ -225,6 +225,15 @@ def _configure(tp: Any) -> None:
             _configured.add(union)
 
 
+def write_output(value: Any, tp: Any) -> Any:
+    """``value``, of type ``tp``, as the JSON data its schema (:func:`json_schema` of
+    ``tp``) describes: written by :data:`output_converter`, so a union of classes is
+    tagged and dates, decimals and the like are the strings the schema names. What a
+    ``@tool`` with a structured return type gives as ``structured_content``."""
+    _configure(tp)
+    return output_converter.unstructure(value, tp)
+
+
 class OutputFailure(Exception):
     """An answer that is not a valid output; ``lines`` say what was wrong, one problem
     each (``items[2].price: expected a number``)."""

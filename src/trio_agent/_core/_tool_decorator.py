@@ -27,8 +27,8 @@ import msgspec
 
 from ._arguments import InvalidArguments, check_arguments, compile_parameters
 from ._docstrings import parse_docstring
-from ._formats import string_format_of
 from ._messages import ToolCall
+from ._output import write_output
 from ._schema import json_schema
 from ._serde import json_text
 from ._tools import Approval, Tool, ToolContext, ToolOutput
@@ -210,7 +210,7 @@ def _build(
         out = await fn(*positional, **keywords)
         if output_schema is None or isinstance(out, str | ToolOutput):
             return out
-        data = msgspec.to_builtins(out, enc_hook=_write_string)
+        data = write_output(out, returns)
         return ToolOutput(content=json_text(data), structured_content=data)
 
     execute.__name__ = getattr(fn, "__name__", "execute")
@@ -301,11 +301,3 @@ def _schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     if defs:
         top["$defs"] = defs
     return top
-
-
-def _write_string(value: Any) -> str:
-    """What msgspec cannot write itself (a ``Path``), written as the schema says."""
-    written = string_format_of(type(value))
-    if written is None:
-        raise NotImplementedError(f"no JSON form for {type(value).__name__}")
-    return written.write(value)
