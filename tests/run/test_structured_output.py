@@ -18,6 +18,7 @@ from trio_agent import (
     LoopConfig,
     OutputError,
     StructuredOutput,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
     check_transcript,
@@ -25,6 +26,7 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
+from trio_agent._core import Message, from_jsonable, to_jsonable
 from trio_agent._core import events as ev
 from trio_agent.testing import ScriptedModel
 
@@ -169,22 +171,32 @@ async def test_other_tools_run_first_and_siblings_of_the_answer_are_skipped() ->
     assert outcomes == {"l1": "ok", "f1": "ok", "l2": "skipped"}
 
 
-async def test_siblings_run_when_the_answer_is_sent_back() -> None:
+@pytest.mark.parametrize(
+    ("refused", "outcome", "said"),
+    [
+        # Answered inside the batch, beside its sibling: an error result of the batch.
+        (call("f1", "final_result", **BAD_PRICE), "error", "items[2].price: expected a number"),
+        # Argument text that is not JSON: the batch never runs the call.
+        (
+            ToolCall(id="f1", name="final_result", raw_arguments='{"customer": "Ada", "ite'),
+            "invalid_arguments",
+            "malformed argument JSON (Unterminated string",
+        ),
+    ],
+    ids=["invalid", "malformed"],
+)
+async def test_siblings_run_when_the_answer_is_sent_back(
+    refused: ToolCall, outcome: str, said: str
+) -> None:
     lookup = make_tool("lookup")
-    model = ScriptedModel(
-        [
-            tool_use(call("f1", "final_result", **BAD_PRICE), call("l1", "lookup")),
-            answer(GOOD, "f2"),
-        ]
-    )
+    model = ScriptedModel([tool_use(refused, call("l1", "lookup")), answer(GOOD, "f2")])
     result, recorder = await run(model, Order, lookup)
     assert result.output == VALUE
     outcomes = {e.call_id: e.outcome for e in recorder.of(ev.ToolExecutionEnd)}
-    # Answered inside the batch, beside its sibling: an error result of the batch.
-    assert outcomes == {"f1": "error", "l1": "ok", "f2": "ok"}
+    assert outcomes == {"f1": outcome, "l1": "ok", "f2": "ok"}
     sent_back = results_of(model.requests[1].messages)["f1"]
     assert sent_back.is_error
-    assert "items[2].price: expected a number" in text_of(sent_back)
+    assert said in text_of(sent_back)
     # The results keep the calls' order.
     assert [m.tool_call_id for m in model.requests[1].messages[-2:]] == ["f1", "l1"]
 
@@ -295,8 +307,17 @@ async def test_open_agent_loop_gives_the_output() -> None:
     assert handle.result.output == VALUE
 
 
-async def test_abort_during_a_retry_keeps_the_transcript_paired() -> None:
-    model = ScriptedModel([answer(BAD_PRICE, "f1"), answer(GOOD, "f2")])
+REFUSED = {
+    "invalid": call("f1", "final_result", **BAD_PRICE),
+    "malformed": ToolCall(id="f1", name="final_result", raw_arguments='{"customer": "Ada" "i'),
+}
+"""A refused final-answer call of each kind: arguments the schema rejects, argument text
+that is not JSON."""
+
+
+@pytest.mark.parametrize("kind", list(REFUSED))
+async def test_abort_during_a_retry_keeps_the_transcript_paired(kind: str) -> None:
+    model = ScriptedModel([tool_use(REFUSED[kind]), answer(GOOD, "f2")])
     pause = model.pause_at(1, 0)  # the retried request's stream
     recorder = Recorder()
     async with open_agent_loop("x", ctx(), model, output_type=Order) as handle:
@@ -307,21 +328,24 @@ async def test_abort_during_a_retry_keeps_the_transcript_paired() -> None:
                     recorder(event)
 
             nursery.start_soon(drain)
-            await pause.reached.wait()
+            with trio.fail_after(5):
+                await pause.reached.wait()
             handle.abort("stop it")
     result = handle.result
     assert result is not None
     assert result.reason == "aborted"
     assert_consistent(result, recorder.events, model.requests)
+    assert results_of(result.messages)["f1"].is_error
     with pytest.raises(OutputError):
         _ = result.output
 
 
+@pytest.mark.parametrize("kind", list(REFUSED))
 async def test_outer_cancel_during_a_retry_keeps_the_transcript_paired(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, kind: str
 ) -> None:
     lookup = make_tool("lookup", execute=_forever)
-    model = ScriptedModel([tool_use(call("f1", "final_result", **BAD_PRICE), call("l1", "lookup"))])
+    model = ScriptedModel([tool_use(REFUSED[kind], call("l1", "lookup"))])
     recorder = Recorder()
     with trio.move_on_after(1):
         await run_agent_loop("x", ctx(lookup), model, on_event=recorder, output_type=Order)
@@ -332,6 +356,94 @@ async def test_outer_cancel_during_a_retry_keeps_the_transcript_paired(
     results = {m.tool_call_id: m for m in end.messages if isinstance(m, ToolResultMessage)}
     assert set(results) == {"f1", "l1"}
     check_transcript(end.messages)
+
+
+# --- malformed argument JSON (tool mode) ---------------------------------------------
+
+
+def malformed(raw: str, id: str = "f1", name: str = "final_result") -> AssistantMessage:
+    """A reply whose call's argument text is not a JSON object (as a provider keeps the
+    final-answer call's)."""
+    return tool_use(ToolCall(id=id, name=name, raw_arguments=raw))
+
+
+BAD_JSON = '{"customer": "Ada" "items": []}'
+CUT_SHORT = '{"customer": "Ada", "items": [{"name": "a", "pri'
+
+
+async def test_malformed_and_cut_short_answers_are_sent_back_then_accepted() -> None:
+    model = ScriptedModel(
+        [malformed(BAD_JSON, "f1"), malformed(CUT_SHORT, "f2"), answer(GOOD, "f3")]
+    )
+    result, recorder = await run(model, Order)
+    assert result.reason == "stop"
+    assert result.output == VALUE
+    # Each malformed call is answered with the JSON problem, and the model asked again.
+    first = results_of(model.requests[1].messages)["f1"]
+    assert first.is_error
+    assert "$: malformed argument JSON (Expecting ',' delimiter" in text_of(first)
+    assert "Call final_result again" in text_of(first)
+    second = results_of(model.requests[2].messages)["f2"]
+    assert "$: malformed argument JSON (Unterminated string" in text_of(second)
+    outcomes = [e.outcome for e in recorder.of(ev.ToolExecutionEnd)]
+    assert outcomes == ["invalid_arguments", "invalid_arguments", "ok"]
+    # The raw text stays in the transcript; nothing is invented in its place.
+    kept = result.messages[1].tool_calls[0]
+    assert (kept.raw_arguments, dict(kept.arguments)) == (BAD_JSON, {})
+
+
+async def test_arguments_that_are_not_an_object_are_sent_back() -> None:
+    model = ScriptedModel([malformed('["Ada"]'), answer(GOOD, "f2")])
+    result, _ = await run(model, Order)
+    assert result.output == VALUE
+    sent_back = results_of(model.requests[1].messages)["f1"]
+    assert "$: arguments that are not a JSON object: '[\"Ada\"]'" in text_of(sent_back)
+
+
+async def test_malformed_answers_beyond_the_retries_end_output_invalid() -> None:
+    model = ScriptedModel([malformed(BAD_JSON, f"f{i}") for i in range(2)])
+    result, _ = await run(model, StructuredOutput(Order, retries=1))
+    assert result.reason == "output_invalid"
+    assert model.request_count == 2
+    assert result.error_message is not None
+    assert result.error_message.startswith(
+        "the output was still invalid after 1 retry: $: malformed argument JSON (Expecting"
+    )
+    last = result.messages[-1]
+    assert isinstance(last, ToolResultMessage)
+    assert last.tool_call_id == "f1"
+    assert "no retries left" in text_of(last)
+    assert "malformed argument JSON" in text_of(last)
+    with pytest.raises(OutputError, match="malformed argument JSON"):
+        _ = result.output
+
+
+async def test_an_ordinary_call_kept_with_malformed_arguments_never_runs() -> None:
+    ran: list[Any] = []
+
+    async def execute(*args: Any) -> str:
+        ran.append(args)
+        return "ran"
+
+    probe = make_tool("probe", execute=execute)
+    model = ScriptedModel([malformed("{oops", "p1", "probe"), reply("done")])
+    recorder = Recorder()
+    with trio.fail_after(5):
+        result = await run_agent_loop("x", ctx(probe), model, on_event=recorder)
+    assert_consistent(result, recorder.events, model.requests)
+    assert ran == []
+    sent_back = results_of(model.requests[1].messages)["p1"]
+    assert sent_back.is_error
+    assert "malformed argument JSON" in text_of(sent_back)
+    assert [e.outcome for e in recorder.of(ev.ToolExecutionEnd)] == ["invalid_arguments"]
+
+
+def test_raw_arguments_round_trip_and_are_left_out_when_unset() -> None:
+    kept = malformed(CUT_SHORT)
+    data = to_jsonable(kept, Message)
+    assert data["content"][0]["raw_arguments"] == CUT_SHORT
+    assert from_jsonable(json.loads(json.dumps(data)), Message) == kept
+    assert "raw_arguments" not in json.dumps(to_jsonable(answer(GOOD), Message))
 
 
 async def _forever(*_: Any) -> str:

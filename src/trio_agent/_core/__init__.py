@@ -26,6 +26,7 @@ from ._blocks import (
     THINKING,
     Block,
     Part,
+    argument_problem,
     keep_partial,
     parse_arguments,
 )
@@ -343,6 +344,7 @@ __all__ = [
     "TurnStats",
     "Usage",
     "UserMessage",
+    "argument_problem",
     "as_agent_prompts",
     "as_history",
     "as_message",

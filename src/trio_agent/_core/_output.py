@@ -22,6 +22,10 @@ The modes (:data:`OutputMode`):
 - ``tool``: the request carries a final-answer tool (``final_result`` unless named
   otherwise) whose parameters are the schema; the model answers by calling it, and the
   call always gets a result (accepted, or the errors) — the transcript stays paired.
+  A final-answer call whose argument text is not a JSON object (malformed, cut short)
+  is kept with that text (``ToolCall.raw_arguments``, by the providers) and judged
+  like any invalid answer: its result names the JSON problem, and it counts against
+  the retries.
 - ``native``: the provider's own structured output (OpenAI-compatible
   ``response_format`` with a strict ``json_schema``; Anthropic's ``output_config``); the
   reply's text is the answer.
@@ -47,6 +51,7 @@ from cattrs.strategies import configure_tagged_union
 from typing_extensions import TypeVar
 
 from . import _events as ev
+from ._blocks import argument_problem
 from ._errors import AgentUsageError, OutputError
 from ._events import AgentRunResult, NoOutput
 from ._schema import TAG, drop_strict_nulls, json_schema, strict_json_schema, tagged_unions
@@ -356,6 +361,20 @@ class OutputPlan:
         except ValueError as exc:
             raise OutputFailure([f"$: the answer is not valid JSON ({exc})"]) from None
         return self.check(value, strict=strict)
+
+    def check_call(self, call: ToolCall) -> Any:
+        """The output from the final-answer call ``call`` (tool mode): its arguments
+        checked (see :meth:`check`). Pure.
+
+        Raises:
+            OutputFailure: the call's argument text was not a JSON object (kept as
+                ``raw_arguments``: the problem is the parser's, at ``$``), or its
+                arguments are not valid.
+        """
+        raw = call.raw_arguments
+        if raw is not None:
+            raise OutputFailure([f"$: {argument_problem(raw)}"])
+        return self.check(call.arguments)
 
     def check(self, value: Any, *, strict: bool = False) -> Any:
         """Validate the JSON ``value`` against the schema, then structure it.
