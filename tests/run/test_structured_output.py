@@ -481,6 +481,92 @@ async def test_agent_continue_asks_again_for_the_last_output_type() -> None:
     assert model.requests[1].output is not None
 
 
+# --- output_retries= ----------------------------------------------------------------------
+
+MISSING = {"items": []}
+
+
+def refusals(n: int) -> ScriptedModel:
+    """A model that gives ``n`` invalid answers (then nothing)."""
+    return ScriptedModel([answer(MISSING, f"f{i}") for i in range(n)])
+
+
+@pytest.mark.parametrize(
+    ("output_type", "output_retries", "answers"),
+    [
+        (Order, None, 3),  # the default: 2 retries
+        (Order, 0, 1),
+        (Order, 4, 5),
+        (StructuredOutput(Order, mode="tool"), 1, 2),  # the spec gives none: the keyword's
+        (StructuredOutput(Order, retries=1), None, 2),
+        (StructuredOutput(Order, retries=1), 1, 2),  # both, the same: fine
+    ],
+)
+async def test_output_retries_counts_the_answers_sent_back(
+    output_type: Any, output_retries: int | None, answers: int
+) -> None:
+    model = refusals(answers + 1)
+    result, _ = await run(model, output_type, output_retries=output_retries)
+    assert result.reason == "output_invalid"
+    assert model.request_count == answers
+    retries = answers - 1
+    assert result.error_message.startswith(f"the output was still invalid after {retries} retr")
+
+
+async def test_open_agent_loop_takes_output_retries() -> None:
+    model = refusals(2)
+    async with open_agent_loop("x", ctx(), model, output_type=Order, output_retries=1) as handle:
+        async for _ in handle.events:
+            pass
+    assert handle.result is not None
+    assert handle.result.reason == "output_invalid"
+    assert model.request_count == 2
+
+
+@pytest.mark.parametrize(
+    ("output_type", "output_retries", "error", "match"),
+    [
+        (StructuredOutput(Order, retries=1), 3, AgentUsageError, r"output_retries=3 contradicts"),
+        (None, 1, AgentUsageError, "output_retries= needs output_type="),
+        (Order, -1, ValueError, "output_retries must be an int >= 0"),
+        (Order, True, ValueError, "output_retries must be an int >= 0"),
+    ],
+)
+async def test_bad_output_retries_are_refused_before_anything_runs(
+    output_type: Any, output_retries: Any, error: type[Exception], match: str
+) -> None:
+    model = ScriptedModel([answer(GOOD)])
+    with pytest.raises(error, match=match):
+        await run_agent_loop(
+            "x", ctx(), model, output_type=output_type, output_retries=output_retries
+        )
+    with pytest.raises(error, match=match):
+        open_agent_loop("x", ctx(), model, output_type=output_type, output_retries=output_retries)
+    async with open_agent(model=model) as agent:
+        with pytest.raises(error, match=match):
+            await agent.prompt("x", output_type=output_type, output_retries=output_retries)
+        assert agent.state.messages == ()
+    assert model.request_count == 0
+
+
+async def test_the_agent_default_applies_where_a_prompt_gives_no_retries() -> None:
+    model = refusals(1 + 2 + 3 + 3)
+    async with open_agent(model=model, output_retries=0) as agent:
+        first = await agent.prompt("x", output_type=Order)
+        assert (first.reason, model.request_count) == ("output_invalid", 1)
+        # The prompt's keyword, or the spec's own retries, win over the agent's.
+        second = await agent.prompt("x", output_type=Order, output_retries=1)
+        assert (second.reason, model.request_count) == ("output_invalid", 3)
+        third = await agent.prompt("x", output_type=StructuredOutput(Order, retries=2))
+        assert (third.reason, model.request_count) == ("output_invalid", 6)
+        # continue_() asks again with the last prompt's retries, not the agent's.
+        agent.steer("again")
+        fourth = await agent.continue_()
+        assert (fourth.reason, model.request_count) == ("output_invalid", 9)
+    with pytest.raises(ValueError, match=r"Agent\.output_retries must be an int >= 0"):
+        agent.output_retries = -1
+
+
 # --- OutputUpdate ------------------------------------------------------------------------
 
 

@@ -147,6 +147,7 @@ from ._observer import (
 )
 from ._output import (
     DEFAULT_OUTPUT_TOOL,
+    DEFAULT_RETRIES,
     NO_OUTPUT,
     OutputFailure,
     OutputMode,
@@ -154,6 +155,7 @@ from ._output import (
     OutputRequest,
     StructuredOutput,
     as_structured_output,
+    check_retries,
     partial_json,
     plan_output,
 )
@@ -224,6 +226,7 @@ __all__ = [
     "CONTEXT_OVERFLOW",
     "DECISIONS",
     "DEFAULT_OUTPUT_TOOL",
+    "DEFAULT_RETRIES",
     "DEFERRAL",
     "END_EVENTS",
     "MAX_JSON_DEPTH",
@@ -356,6 +359,7 @@ __all__ = [
     "check_loop_config",
     "check_message",
     "check_model",
+    "check_retries",
     "check_run",
     "check_structured_content",
     "check_tool_name",

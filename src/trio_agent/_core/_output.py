@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_OUTPUT_TOOL",
+    "DEFAULT_RETRIES",
     "NO_OUTPUT",
     "AnswerStream",
     "OutputFailure",
@@ -72,6 +73,7 @@ __all__ = [
     "StructuredOutput",
     "answering_tool",
     "as_structured_output",
+    "check_retries",
     "output_converter",
     "partial_json",
     "plan_output",
@@ -89,6 +91,20 @@ _WRAP: Final = "response"
 """The property a schema whose root is not an object is wrapped in."""
 
 _MODES: Final = ("auto", "native", "tool", "prompted")
+
+DEFAULT_RETRIES: Final = 2
+"""How many times an invalid answer is sent back when nothing says otherwise."""
+
+
+def check_retries(value: object, what: str) -> int:
+    """``value`` as a retry count (an ``int`` >= 0; ``what`` names it in the error).
+
+    Raises:
+        ValueError: not an int (a bool is not one), or negative.
+    """
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{what} must be an int >= 0; not {value!r}")
+    return value
 
 
 class StructuredOutput(Generic[T]):
@@ -108,7 +124,10 @@ class StructuredOutput(Generic[T]):
             provider's structured output), ``"tool"`` (a final-answer tool the model
             must call) or ``"prompted"`` (JSON asked for in the system prompt).
         retries: how many times an invalid answer is sent back with what was wrong
-            before the run ends ``output_invalid`` (default 2: three answers in all).
+            before the run ends ``output_invalid``. None (the default) means the
+            ``output_retries=`` of the run or prompt, else 2 (three answers in all);
+            given here and as a different ``output_retries=`` is an
+            ``AgentUsageError``.
         name: the final-answer tool's name (tool mode), and the schema's name in a
             native request.
         description: the final-answer tool's description (default: the type's
@@ -119,7 +138,7 @@ class StructuredOutput(Generic[T]):
         ValueError: an unknown mode, negative retries, or an empty name.
     """
 
-    __slots__ = ("description", "mode", "name", "retries", "type")
+    __slots__ = ("_retries_given", "description", "mode", "name", "retries", "type")
 
     @overload
     def __init__(
@@ -127,7 +146,7 @@ class StructuredOutput(Generic[T]):
         type: type[T],
         *,
         mode: OutputMode = "auto",
-        retries: int = 2,
+        retries: int | None = None,
         name: str = DEFAULT_OUTPUT_TOOL,
         description: str | None = None,
     ) -> None: ...
@@ -138,7 +157,7 @@ class StructuredOutput(Generic[T]):
         type: Any,
         *,
         mode: OutputMode = "auto",
-        retries: int = 2,
+        retries: int | None = None,
         name: str = DEFAULT_OUTPUT_TOOL,
         description: str | None = None,
     ) -> None: ...
@@ -148,7 +167,7 @@ class StructuredOutput(Generic[T]):
         type: Any,
         *,
         mode: OutputMode = "auto",
-        retries: int = 2,
+        retries: int | None = None,
         name: str = DEFAULT_OUTPUT_TOOL,
         description: str | None = None,
     ) -> None:
@@ -156,8 +175,10 @@ class StructuredOutput(Generic[T]):
             raise ValueError(
                 f"StructuredOutput.mode must be one of {', '.join(map(repr, _MODES))}; not {mode!r}"
             )
-        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-            raise ValueError(f"StructuredOutput.retries must be an int >= 0; not {retries!r}")
+        self._retries_given = retries is not None
+        if retries is None:
+            retries = DEFAULT_RETRIES
+        check_retries(retries, "StructuredOutput.retries")
         if not isinstance(name, str) or not name:
             raise ValueError(f"StructuredOutput.name must be a non-empty str; not {name!r}")
         self.type = type
@@ -165,6 +186,16 @@ class StructuredOutput(Generic[T]):
         self.retries = retries
         self.name = name
         self.description = description
+
+    def _with_retries(self, retries: int) -> StructuredOutput[T]:
+        """A copy whose retries are ``retries`` (given: they are no default any more)."""
+        return StructuredOutput(
+            self.type,
+            mode=self.mode,
+            retries=retries,
+            name=self.name,
+            description=self.description,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -552,24 +583,60 @@ def answering_tool(asked: OutputRequest, text: str) -> Tool:
     )
 
 
-def as_structured_output(value: Any) -> StructuredOutput[Any] | None:
+def as_structured_output(
+    value: Any, retries: int | None = None, *, default_retries: int = DEFAULT_RETRIES
+) -> StructuredOutput[Any] | None:
     """``output_type=`` as given (None, a type, a schema dict or a
-    :class:`StructuredOutput`) as a :class:`StructuredOutput` (None for None)."""
-    if value is None or isinstance(value, StructuredOutput):
-        return value
-    return StructuredOutput(value)
+    :class:`StructuredOutput`) with ``output_retries=`` (``retries``; None when not
+    given) as a :class:`StructuredOutput` (None for None).
+
+    The retries are the one given: ``output_retries=``, or the ``StructuredOutput``'s
+    own ``retries=`` — both given must agree; neither given: ``default_retries`` (an
+    Agent's ``output_retries``, else 2).
+
+    Raises:
+        ValueError: ``retries`` is not an int >= 0.
+        AgentUsageError: ``retries`` without an output type, or a ``StructuredOutput``
+            whose ``retries=`` says otherwise.
+    """
+    if retries is not None:
+        check_retries(retries, "output_retries")
+        if value is None:
+            raise AgentUsageError("output_retries= needs output_type=: no output is asked for")
+    if isinstance(value, StructuredOutput):
+        spec: StructuredOutput[Any] = value
+        if not spec._retries_given:
+            return spec._with_retries(default_retries if retries is None else retries)
+        if retries is not None and retries != spec.retries:
+            raise AgentUsageError(
+                f"output_retries={retries} contradicts StructuredOutput(..., "
+                f"retries={spec.retries}); give the retries once"
+            )
+        return spec
+    if value is None:
+        return None
+    return StructuredOutput(value, retries=default_retries if retries is None else retries)
 
 
-def plan_output(value: Any, tool_names: Iterable[str]) -> OutputPlan | None:
-    """``output_type=`` as given, compiled for a run whose tools are named
+def plan_output(
+    value: Any,
+    tool_names: Iterable[str],
+    retries: int | None = None,
+    *,
+    default_retries: int = DEFAULT_RETRIES,
+) -> OutputPlan | None:
+    """``output_type=`` and ``output_retries=`` as given (see
+    :func:`as_structured_output`), compiled for a run whose tools are named
     ``tool_names`` (None when no output is asked for).
 
     Raises:
         TypeError: the type has no JSON Schema.
-        ValueError: a schema dict that is not a valid JSON Schema.
-        AgentUsageError: a tool has the final-answer tool's name.
+        ValueError: a schema dict that is not a valid JSON Schema, or retries that are
+            not an int >= 0.
+        AgentUsageError: a tool has the final-answer tool's name, or the retries are
+            given twice, differently (or without an output type).
     """
-    spec = as_structured_output(value)
+    spec = as_structured_output(value, retries, default_retries=default_retries)
     if spec is None:
         return None
     if spec.name in tool_names:
