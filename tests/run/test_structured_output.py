@@ -28,6 +28,7 @@ from trio_agent import (
 )
 from trio_agent._core import Message, from_jsonable, to_jsonable
 from trio_agent._core import events as ev
+from trio_agent._core._output import output_converter
 from trio_agent.testing import ScriptedModel
 
 from ..kit.loop import (
@@ -479,6 +480,61 @@ async def test_agent_continue_asks_again_for_the_last_output_type() -> None:
         second = await agent.continue_()
     assert second.output == VALUE
     assert model.requests[1].output is not None
+
+
+@attrs.frozen
+class Address:
+    street: str
+    zip: str
+
+
+@attrs.frozen
+class Customer:
+    who: str
+    billing: Address | None = None
+    shipping: list[Address | None] = attrs.Factory(list)
+    contact: Address | Item | None = None
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        # A problem inside an optional class is named at its own path, not at the
+        # union's ("... is not valid under any of the schemas listed in 'anyOf'").
+        ({"who": "Ada", "billing": {"street": "x", "zip": 1}}, "billing.zip: expected a string"),
+        ({"who": "Ada", "billing": {"zip": "1"}}, "billing.street: required field missing"),
+        (
+            {"who": "Ada", "shipping": [None, {"street": 2, "zip": "1"}]},
+            "shipping[1].street: expected a string",
+        ),
+        ({"who": "Ada", "billing": "here"}, "billing: expected a JSON object or null"),
+        # In a tagged union beside None, the class the tag names is the one meant.
+        (
+            {"who": "Ada", "contact": {"type": "Item", "name": "a", "price": "x"}},
+            "contact.price: expected a number",
+        ),
+    ],
+)
+async def test_a_problem_inside_an_optional_class_is_named_at_its_path(
+    bad: dict[str, Any], said: str
+) -> None:
+    good = {"who": "Ada", "billing": {"street": "x", "zip": "1"}}
+    model = ScriptedModel([answer(bad), answer(good, "f2")])
+    result, _ = await run(model, Customer)
+    assert result.output == Customer("Ada", Address("x", "1"))
+    sent_back = text_of(results_of(model.requests[1].messages)["f1"])
+    assert f"  - {said}\n" in sent_back, sent_back
+
+
+async def test_a_tagged_union_beside_none_is_structured_and_unstructured_with_its_tag() -> None:
+    value = Customer("Ada", contact=Item("a", 1.5))
+    data = output_converter.unstructure(value, Customer)
+    assert data["contact"] == {"type": "Item", "name": "a", "price": 1.5}
+    model = ScriptedModel([answer(data), answer({"who": "Bo", "contact": None}, "f2")])
+    result, _ = await run(model, Customer)
+    assert result.output == value
+    result, _ = await run(ScriptedModel([answer({"who": "Bo", "contact": None})]), Customer)
+    assert result.output == Customer("Bo")
 
 
 # --- output_retries= ----------------------------------------------------------------------

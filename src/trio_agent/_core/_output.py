@@ -41,7 +41,9 @@ from __future__ import annotations
 import functools
 import json
 import re
+import typing
 from collections.abc import Iterable, Mapping
+from types import NoneType
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeAlias, overload
 
 import attrs
@@ -54,7 +56,14 @@ from . import _events as ev
 from ._blocks import argument_problem
 from ._errors import AgentUsageError, OutputError
 from ._events import AgentRunResult, NoOutput
-from ._schema import TAG, drop_strict_nulls, json_schema, strict_json_schema, tagged_unions
+from ._schema import (
+    TAG,
+    _is_class,
+    drop_strict_nulls,
+    json_schema,
+    strict_json_schema,
+    tagged_unions,
+)
 from ._serde import parse_json, strict_converter, structure_errors
 from ._tools import Tool, ToolContext, ToolOutput
 
@@ -253,11 +262,49 @@ _configured: set[Any] = set()
 
 def _configure(tp: Any) -> None:
     for union in tagged_unions(tp):
-        if union not in _configured:
+        if union in _configured:
+            continue
+        members = typing.get_args(union)
+        classes = tuple(m for m in members if _is_class(m))
+        if len(classes) == len(members):
             configure_tagged_union(
                 union, output_converter, tag_name=TAG, tag_generator=lambda c: c.__name__
             )
-            _configured.add(union)
+        else:
+            # ``A | B | None`` (or ``| int``...): the classes are tagged as their own
+            # union; the other members stand beside it (a JSON object is one of the
+            # classes, anything else one of the others).
+            _configure_beside(union, classes, tuple(m for m in members if m not in classes))
+        _configured.add(union)
+
+
+def _configure_beside(union: Any, classes: tuple[type, ...], others: tuple[Any, ...]) -> None:
+    tagged: Any = typing.Union[classes]  # noqa: UP007 - built from a tuple
+    if tagged not in _configured:
+        configure_tagged_union(
+            tagged, output_converter, tag_name=TAG, tag_generator=lambda c: c.__name__
+        )
+        _configured.add(tagged)
+    nullable = NoneType in others
+    plain = tuple(o for o in others if o is not NoneType)
+    rest: Any = typing.Union[plain] if plain else NoneType  # noqa: UP007
+
+    def structure(value: Any, _: Any) -> Any:
+        if isinstance(value, dict):
+            return output_converter.structure(value, tagged)
+        if value is None and nullable:
+            return None
+        return output_converter.structure(value, rest)
+
+    runtime = tuple(c for c in classes if not typing.is_typeddict(c))  # (no isinstance)
+
+    def unstructure(value: Any) -> Any:
+        if isinstance(value, runtime):
+            return output_converter.unstructure(value, tagged)
+        return output_converter.unstructure(value)
+
+    output_converter.register_structure_hook(union, structure)
+    output_converter.register_unstructure_hook(union, unstructure)
 
 
 class OutputFailure(Exception):
@@ -415,7 +462,7 @@ class OutputPlan:
         """
         if strict and self.strict_schema is not None:
             value = drop_strict_nulls(value, self.schema)
-        errors = list(self._validator.iter_errors(value))
+        errors = [e for err in self._validator.iter_errors(value) for e in _within(err)]
         if errors:
             lines = [self._line(e) for e in errors[:MAX_LINES]]
             if len(errors) > MAX_LINES:
@@ -437,8 +484,9 @@ class OutputPlan:
         kind = err.kind
         if isinstance(kind, jsonschema_rs.ValidationErrorKind.Required):
             return f"{_render([*path, str(kind.property)], self.wrapped)}: required field missing"
-        if isinstance(kind, jsonschema_rs.ValidationErrorKind.Type):
-            names = [_TYPE_WORDS.get(str(t), str(t)) for t in kind.types]
+        types = _types_expected(err)
+        if types:
+            names = list(dict.fromkeys(_TYPE_WORDS.get(str(t), str(t)) for t in types))
             message = f"expected {' or '.join(names)}"
         elif isinstance(kind, jsonschema_rs.ValidationErrorKind.Enum):
             message = f"expected one of {', '.join(json.dumps(o) for o in kind.options)}"
@@ -486,6 +534,59 @@ class OutputPlan:
         if self.wrapped:
             return value.get(_WRAP) if isinstance(value, dict) else None
         return value
+
+
+_ALTERNATIVES: Final = (
+    jsonschema_rs.ValidationErrorKind.AnyOf,
+    jsonschema_rs.ValidationErrorKind.OneOfNotValid,
+)
+
+
+def _within(err: jsonschema_rs.ValidationError) -> list[jsonschema_rs.ValidationError]:
+    """The errors that say what is wrong where: for a value that matches none of a
+    union's alternatives (``X | None``, a tagged union) but is plainly meant as one of
+    them, that alternative's own errors, at their own paths (``billing.zip: expected a
+    string``, not ``billing: ... is not valid under any of the schemas``); else
+    ``err`` itself. An alternative is ruled out when the value is not of its JSON type
+    or does not carry its tag; it is plainly meant when it is the only one left."""
+    if not isinstance(err.kind, _ALTERNATIVES):
+        return [err]
+    path = list(err.instance_path)
+    left = [alt for alt in err.kind.context if alt and not any(_rules_out(e, path) for e in alt)]
+    if len(left) != 1:
+        return [err]
+    return [e for inner in left[0] for e in _within(inner)]
+
+
+def _types_expected(err: jsonschema_rs.ValidationError) -> list[Any]:
+    """The JSON types ``err`` says the value should have had: a type error's, or, for a
+    union whose every alternative wants another type, all of theirs (``expected a JSON
+    object or null``); empty for any other error."""
+    kind = err.kind
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.Type):
+        return list(kind.types)
+    if not isinstance(kind, _ALTERNATIVES):
+        return []
+    path = list(err.instance_path)
+    types: list[Any] = []
+    for alt in kind.context:
+        mismatch = [e for e in alt if list(e.instance_path) == path and _types_expected(e)]
+        if not mismatch:
+            return []
+        types += _types_expected(mismatch[0])
+    return types
+
+
+def _rules_out(err: jsonschema_rs.ValidationError, path: list[Any]) -> bool:
+    """Whether ``err``, of one alternative of the union at ``path``, shows that the
+    value was not meant as that alternative: not of its type, or another class's tag."""
+    at = list(err.instance_path)
+    kind = err.kind
+    if at == path:
+        return isinstance(kind, jsonschema_rs.ValidationErrorKind.Type)
+    return at == [*path, TAG] and isinstance(
+        kind, jsonschema_rs.ValidationErrorKind.Constant | jsonschema_rs.ValidationErrorKind.Enum
+    )
 
 
 def _render(path: list[Any], wrapped: bool) -> str:
