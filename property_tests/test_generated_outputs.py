@@ -51,7 +51,12 @@ if TYPE_CHECKING:
 
     from trio_agent.testing._output_strategies import OutputShape
 
-with_clock = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Each example builds its classes and runs a whole loop: the thorough profile's count
+# is capped so that the test stays inside the suite's per-test timeout.
+with_clock = settings(
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    max_examples=min(settings.default.max_examples, 800),
+)
 MODES = st.sampled_from(["tool", "prompted", "native"])
 
 
