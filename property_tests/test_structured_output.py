@@ -7,7 +7,7 @@ attrs classes, a ``Literal``, an enum and optional fields; a ``TypedDict``). Its
 unstructured JSON — what a model that got it right sends — is the good answer. A
 scripted model gives ``k`` corrupted answers, then the good one. A corruption is one of:
 a required field removed, a field of the wrong type (at the top or nested, in a list),
-and, in the text modes where the answer is text, bad JSON or the text cut short.
+bad JSON, or the text cut short (in tool mode: the final-answer call's argument text).
 
 Whatever was drawn:
 
@@ -35,16 +35,12 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.kit.output import Corruption, answer_in, run_corrupted
 from trio_agent import (
     AgentEvent,
-    AssistantMessage,
     Context,
     OutputError,
     StructuredOutput,
-    Text,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
     check_transcript,
     open_agent_loop,
     run_agent_loop,
@@ -118,22 +114,12 @@ WRONG_TYPE = {  # field: a value of the wrong type, and the words of the error
 }
 
 
-@attrs.frozen
-class Corruption:
-    """One wrong answer: its JSON value (or its text) and the path the error names."""
-
-    value: Any
-    text: str | None
-    path: str
-
-
 @st.composite
 def corruptions(draw: st.DrawFn, tp: Any, good: dict[str, Any], mode: str) -> Corruption:
     kinds = ["remove", "wrong_type"]
     if tp is Order and good["lines"]:
         kinds.append("nested")
-    if mode != "tool":
-        kinds += ["bad_json", "truncated"]
+    kinds += ["bad_json", "truncated"]
     kind = draw(st.sampled_from(kinds))
     bad = json.loads(json.dumps(good))
     if kind == "remove":
@@ -148,31 +134,15 @@ def corruptions(draw: st.DrawFn, tp: Any, good: dict[str, Any], mode: str) -> Co
         i = draw(st.integers(0, len(bad["lines"]) - 1))
         bad["lines"][i]["price"] = "cheap"
         return Corruption(bad, None, f"lines[{i}].price: expected a number")
+    # In tool mode the text is the final-answer call's argument text, as a provider
+    # keeps it (``ToolCall.raw_arguments``).
     text = json.dumps(good)
     if kind == "bad_json":
-        return Corruption(None, "{" + text, "$: the answer is not valid JSON")
+        said = "$: malformed argument JSON" if mode == "tool" else "$: the answer is not valid JSON"
+        return Corruption(None, "{" + text, said)
     cut = draw(st.integers(0, len(text) - 1))
-    return Corruption(None, text[:cut], "$: the answer")
-
-
-def _answer(mode: str, value: Any, text: str | None, i: int) -> AssistantMessage:
-    if mode == "tool":
-        call = ToolCall(id=f"f{i}", name="final_result", arguments=value)
-        return AssistantMessage(content=(call,), stop_reason="tool_use")
-    body = text if text is not None else json.dumps(value)
-    return AssistantMessage(content=(Text(text=body),), stop_reason="stop")
-
-
-def _sent_back(mode: str, message: Any) -> str:
-    """The text of the message that sent an answer back."""
-    if mode == "tool":
-        assert isinstance(message, ToolResultMessage)
-        assert message.is_error
-    else:
-        assert isinstance(message, UserMessage)
-    block = message.content[0]
-    assert isinstance(block, Text)
-    return block.text
+    said = "$: malformed argument JSON" if mode == "tool" else "$: the answer"
+    return Corruption(None, text[:cut], said)
 
 
 @with_clock
@@ -184,36 +154,11 @@ async def test_any_value_any_corruption_any_mode(
     good = output_converter.unstructure(value, tp)
     k = data.draw(st.integers(0, retries + 1), label="corrupted answers")
     bad = [data.draw(corruptions(tp, good, mode), label=f"corruption {i}") for i in range(k)]
-    script = [_answer(mode, c.value, c.text, i) for i, c in enumerate(bad)]
-    script.append(_answer(mode, good, None, k))
-    model = ScriptedModel(script)
-    events: list[AgentEvent] = []
-    context = Context(system_prompt="Extract.")
-    with trio.fail_after(100):
-        result = await run_agent_loop(
-            "go",
-            context,
-            model,
-            on_event=events.append,
-            output_type=StructuredOutput(tp, mode=mode, retries=retries),  # type: ignore[arg-type]
-        )
-    assert_run_invariants(result, events, model.requests, context)
-    for i, corruption in enumerate(bad[: retries + 1]):
-        if i + 1 < model.request_count:
-            said = _sent_back(mode, model.requests[i + 1].messages[-1])
-            assert corruption.path in said, (corruption, said)
+    spec = StructuredOutput(tp, mode=mode, retries=retries)  # type: ignore[arg-type]
+    result = await run_corrupted(mode, spec, good, bad, retries)
     if k <= retries:
-        assert result.reason == "stop"
-        assert model.request_count == k + 1
         # Equal after a round trip through real JSON text.
         assert result.output == output_converter.structure(json.loads(json.dumps(good)), tp)
-    else:
-        assert result.reason == "output_invalid"
-        assert model.request_count == retries + 1
-        assert result.error_message is not None
-        assert bad[retries].path in result.error_message
-        with pytest.raises(OutputError):
-            _ = result.output
 
 
 @with_clock
@@ -225,7 +170,7 @@ async def test_abort_during_the_retries_keeps_the_transcript_paired(
     good = output_converter.unstructure(value, tp)
     retries = 3
     bad = [data.draw(corruptions(tp, good, mode), label=f"corruption {i}") for i in range(3)]
-    model = ScriptedModel([_answer(mode, c.value, c.text, i) for i, c in enumerate(bad)])
+    model = ScriptedModel([answer_in(mode, c.value, c.text, i) for i, c in enumerate(bad)])
     step = data.draw(st.integers(1, 2), label="aborted request")
     outer = data.draw(st.booleans(), label="an outer cancel (else abort())")
     pause = model.pause_at(step, 0)

@@ -171,14 +171,16 @@ def _pieces(text: str, size: int = 5) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def openai_reply(text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> str:
+def openai_reply(text: str, calls: list[tuple[str, str, dict[str, Any] | str]]) -> str:
+    """An OpenAI-compatible streamed reply: ``text``, then ``calls`` (id, name,
+    arguments; a ``str`` is sent as the argument text as it is, malformed or not)."""
     chunks: list[Any] = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
     chunks += [
         {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
         for piece in _pieces(text)
     ]
     for i, (call_id, name, args) in enumerate(calls):
-        fragments = _pieces(json.dumps(args), 4)
+        fragments = _pieces(_argument_text(args), 4)
         first = {
             "index": i,
             "id": call_id,
@@ -203,7 +205,8 @@ def openai_reply(text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> str
     return frames(*chunks, "[DONE]")
 
 
-def anthropic_reply(text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> str:
+def anthropic_reply(text: str, calls: list[tuple[str, str, dict[str, Any] | str]]) -> str:
+    """An Anthropic streamed reply: as :func:`openai_reply`."""
     events: list[Any] = [
         {"type": "message_start", "message": {"usage": {"input_tokens": 50, "output_tokens": 1}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
@@ -222,7 +225,7 @@ def anthropic_reply(text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> 
                 "index": i,
                 "delta": {"type": "input_json_delta", "partial_json": f},
             }
-            for f in _pieces(json.dumps(args), 4)
+            for f in _pieces(_argument_text(args), 4)
         ]
         events.append({"type": "content_block_stop", "index": i})
     stop = "tool_use" if calls else "end_turn"
@@ -231,6 +234,10 @@ def anthropic_reply(text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> 
     )
     events.append({"type": "message_stop"})
     return frames(*events, named=True)
+
+
+def _argument_text(args: dict[str, Any] | str) -> str:
+    return args if isinstance(args, str) else json.dumps(args)
 
 
 async def _read(call: ToolCall, args: Mapping[str, Any], ctx: ToolContext) -> str:

@@ -36,7 +36,7 @@ ANSWER = {"name": "Jane Doe", "email": "jane@example.com", "demo": True}
 VALUE = Contact(name="Jane Doe", email="jane@example.com", demo=True)
 
 
-def _reply(kind: str, text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> str:
+def _reply(kind: str, text: str, calls: list[tuple[str, str, dict[str, Any] | str]]) -> str:
     return (openai_reply if kind == "openai" else anthropic_reply)(text, calls)
 
 
@@ -155,3 +155,41 @@ async def test_prompted_mode_asks_in_the_system_prompt(server: Server, kind: str
     retry = second["messages"][-1]
     text = retry["content"] if kind == "openai" else retry["content"][-1]["text"]
     assert "$: the answer is not valid JSON" in json.dumps(text)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_malformed_final_call_is_kept_answered_and_asked_again(
+    server: Server, kind: str
+) -> None:
+    cut_short = json.dumps(ANSWER)[:-9]
+    server.add(
+        sse(_reply(kind, "", [("call_1", "final_result", cut_short)]), split=5),
+        sse(_reply(kind, "", [("call_2", "final_result", ANSWER)]), split=5),
+    )
+    result = await _run(server, kind, StructuredOutput(Contact, mode="tool"))
+    assert result.reason == "stop"
+    assert result.output == VALUE
+    kept = result.messages[1].tool_calls[0]
+    assert (kept.raw_arguments, dict(kept.arguments)) == (cut_short, {})
+    second = server.requests[1].json()
+    # The kept call goes back with empty arguments, its result naming the problem.
+    if kind == "openai":
+        sent = second["messages"][-2]["tool_calls"][0]["function"]["arguments"]
+        result_text = second["messages"][-1]["content"]
+    else:
+        sent = json.dumps(second["messages"][-2]["content"][-1]["input"])
+        result_text = json.dumps(second["messages"][-1]["content"])
+    assert json.loads(sent) == {}
+    assert "malformed argument JSON" in result_text
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_an_ordinary_call_with_malformed_arguments_still_fails_the_reply(
+    server: Server, kind: str
+) -> None:
+    server.add(sse(_reply(kind, "", [("call_1", "lookup", '{"q": ')])))
+    result = await _run(server, kind, StructuredOutput(Contact, mode="tool"))
+    assert result.reason == "error"
+    assert result.error_message is not None
+    assert "lookup (call_1) has malformed argument JSON" in result.error_message
+    assert result.messages[1].tool_calls == ()

@@ -22,6 +22,7 @@ from trio_agent import (
     LoopConfig,
     OutputError,
     StructuredOutput,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
     check_transcript,
@@ -29,7 +30,9 @@ from trio_agent import (
     open_agent_loop,
     run_agent_loop,
 )
+from trio_agent._core import Message, from_jsonable, to_jsonable
 from trio_agent._core import events as ev
+from trio_agent._core._output import output_converter
 from trio_agent.testing import ScriptedModel
 
 from ..kit.loop import (
@@ -173,22 +176,32 @@ async def test_other_tools_run_first_and_siblings_of_the_answer_are_skipped() ->
     assert outcomes == {"l1": "ok", "f1": "ok", "l2": "skipped"}
 
 
-async def test_siblings_run_when_the_answer_is_sent_back() -> None:
+@pytest.mark.parametrize(
+    ("refused", "outcome", "said"),
+    [
+        # Answered inside the batch, beside its sibling: an error result of the batch.
+        (call("f1", "final_result", **BAD_PRICE), "error", "items[2].price: expected a number"),
+        # Argument text that is not JSON: the batch never runs the call.
+        (
+            ToolCall(id="f1", name="final_result", raw_arguments='{"customer": "Ada", "ite'),
+            "invalid_arguments",
+            "malformed argument JSON (Unterminated string",
+        ),
+    ],
+    ids=["invalid", "malformed"],
+)
+async def test_siblings_run_when_the_answer_is_sent_back(
+    refused: ToolCall, outcome: str, said: str
+) -> None:
     lookup = make_tool("lookup")
-    model = ScriptedModel(
-        [
-            tool_use(call("f1", "final_result", **BAD_PRICE), call("l1", "lookup")),
-            answer(GOOD, "f2"),
-        ]
-    )
+    model = ScriptedModel([tool_use(refused, call("l1", "lookup")), answer(GOOD, "f2")])
     result, recorder = await run(model, Order, lookup)
     assert result.output == VALUE
     outcomes = {e.call_id: e.outcome for e in recorder.of(ev.ToolExecutionEnd)}
-    # Answered inside the batch, beside its sibling: an error result of the batch.
-    assert outcomes == {"f1": "error", "l1": "ok", "f2": "ok"}
+    assert outcomes == {"f1": outcome, "l1": "ok", "f2": "ok"}
     sent_back = results_of(model.requests[1].messages)["f1"]
     assert sent_back.is_error
-    assert "items[2].price: expected a number" in text_of(sent_back)
+    assert said in text_of(sent_back)
     # The results keep the calls' order.
     assert [m.tool_call_id for m in model.requests[1].messages[-2:]] == ["f1", "l1"]
 
@@ -299,8 +312,17 @@ async def test_open_agent_loop_gives_the_output() -> None:
     assert handle.result.output == VALUE
 
 
-async def test_abort_during_a_retry_keeps_the_transcript_paired() -> None:
-    model = ScriptedModel([answer(BAD_PRICE, "f1"), answer(GOOD, "f2")])
+REFUSED = {
+    "invalid": call("f1", "final_result", **BAD_PRICE),
+    "malformed": ToolCall(id="f1", name="final_result", raw_arguments='{"customer": "Ada" "i'),
+}
+"""A refused final-answer call of each kind: arguments the schema rejects, argument text
+that is not JSON."""
+
+
+@pytest.mark.parametrize("kind", list(REFUSED))
+async def test_abort_during_a_retry_keeps_the_transcript_paired(kind: str) -> None:
+    model = ScriptedModel([tool_use(REFUSED[kind]), answer(GOOD, "f2")])
     pause = model.pause_at(1, 0)  # the retried request's stream
     recorder = Recorder()
     async with open_agent_loop("x", ctx(), model, output_type=Order) as handle:
@@ -311,21 +333,24 @@ async def test_abort_during_a_retry_keeps_the_transcript_paired() -> None:
                     recorder(event)
 
             nursery.start_soon(drain)
-            await pause.reached.wait()
+            with trio.fail_after(5):
+                await pause.reached.wait()
             handle.abort("stop it")
     result = handle.result
     assert result is not None
     assert result.reason == "aborted"
     assert_consistent(result, recorder.events, model.requests)
+    assert results_of(result.messages)["f1"].is_error
     with pytest.raises(OutputError):
         _ = result.output
 
 
+@pytest.mark.parametrize("kind", list(REFUSED))
 async def test_outer_cancel_during_a_retry_keeps_the_transcript_paired(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, kind: str
 ) -> None:
     lookup = make_tool("lookup", execute=_forever)
-    model = ScriptedModel([tool_use(call("f1", "final_result", **BAD_PRICE), call("l1", "lookup"))])
+    model = ScriptedModel([tool_use(REFUSED[kind], call("l1", "lookup"))])
     recorder = Recorder()
     with trio.move_on_after(1):
         await run_agent_loop("x", ctx(lookup), model, on_event=recorder, output_type=Order)
@@ -336,6 +361,94 @@ async def test_outer_cancel_during_a_retry_keeps_the_transcript_paired(
     results = {m.tool_call_id: m for m in end.messages if isinstance(m, ToolResultMessage)}
     assert set(results) == {"f1", "l1"}
     check_transcript(end.messages)
+
+
+# --- malformed argument JSON (tool mode) ---------------------------------------------
+
+
+def malformed(raw: str, id: str = "f1", name: str = "final_result") -> AssistantMessage:
+    """A reply whose call's argument text is not a JSON object (as a provider keeps the
+    final-answer call's)."""
+    return tool_use(ToolCall(id=id, name=name, raw_arguments=raw))
+
+
+BAD_JSON = '{"customer": "Ada" "items": []}'
+CUT_SHORT = '{"customer": "Ada", "items": [{"name": "a", "pri'
+
+
+async def test_malformed_and_cut_short_answers_are_sent_back_then_accepted() -> None:
+    model = ScriptedModel(
+        [malformed(BAD_JSON, "f1"), malformed(CUT_SHORT, "f2"), answer(GOOD, "f3")]
+    )
+    result, recorder = await run(model, Order)
+    assert result.reason == "stop"
+    assert result.output == VALUE
+    # Each malformed call is answered with the JSON problem, and the model asked again.
+    first = results_of(model.requests[1].messages)["f1"]
+    assert first.is_error
+    assert "$: malformed argument JSON (Expecting ',' delimiter" in text_of(first)
+    assert "Call final_result again" in text_of(first)
+    second = results_of(model.requests[2].messages)["f2"]
+    assert "$: malformed argument JSON (Unterminated string" in text_of(second)
+    outcomes = [e.outcome for e in recorder.of(ev.ToolExecutionEnd)]
+    assert outcomes == ["invalid_arguments", "invalid_arguments", "ok"]
+    # The raw text stays in the transcript; nothing is invented in its place.
+    kept = result.messages[1].tool_calls[0]
+    assert (kept.raw_arguments, dict(kept.arguments)) == (BAD_JSON, {})
+
+
+async def test_arguments_that_are_not_an_object_are_sent_back() -> None:
+    model = ScriptedModel([malformed('["Ada"]'), answer(GOOD, "f2")])
+    result, _ = await run(model, Order)
+    assert result.output == VALUE
+    sent_back = results_of(model.requests[1].messages)["f1"]
+    assert "$: arguments that are not a JSON object: '[\"Ada\"]'" in text_of(sent_back)
+
+
+async def test_malformed_answers_beyond_the_retries_end_output_invalid() -> None:
+    model = ScriptedModel([malformed(BAD_JSON, f"f{i}") for i in range(2)])
+    result, _ = await run(model, StructuredOutput(Order, retries=1))
+    assert result.reason == "output_invalid"
+    assert model.request_count == 2
+    assert result.error_message is not None
+    assert result.error_message.startswith(
+        "the output was still invalid after 1 retry: $: malformed argument JSON (Expecting"
+    )
+    last = result.messages[-1]
+    assert isinstance(last, ToolResultMessage)
+    assert last.tool_call_id == "f1"
+    assert "no retries left" in text_of(last)
+    assert "malformed argument JSON" in text_of(last)
+    with pytest.raises(OutputError, match="malformed argument JSON"):
+        _ = result.output
+
+
+async def test_an_ordinary_call_kept_with_malformed_arguments_never_runs() -> None:
+    ran: list[Any] = []
+
+    async def execute(*args: Any) -> str:
+        ran.append(args)
+        return "ran"
+
+    probe = make_tool("probe", execute=execute)
+    model = ScriptedModel([malformed("{oops", "p1", "probe"), reply("done")])
+    recorder = Recorder()
+    with trio.fail_after(5):
+        result = await run_agent_loop("x", ctx(probe), model, on_event=recorder)
+    assert_consistent(result, recorder.events, model.requests)
+    assert ran == []
+    sent_back = results_of(model.requests[1].messages)["p1"]
+    assert sent_back.is_error
+    assert "malformed argument JSON" in text_of(sent_back)
+    assert [e.outcome for e in recorder.of(ev.ToolExecutionEnd)] == ["invalid_arguments"]
+
+
+def test_raw_arguments_round_trip_and_are_left_out_when_unset() -> None:
+    kept = malformed(CUT_SHORT)
+    data = to_jsonable(kept, Message)
+    assert data["content"][0]["raw_arguments"] == CUT_SHORT
+    assert from_jsonable(json.loads(json.dumps(data)), Message) == kept
+    assert "raw_arguments" not in json.dumps(to_jsonable(answer(GOOD), Message))
 
 
 async def _forever(*_: Any) -> str:
@@ -371,6 +484,147 @@ async def test_agent_continue_asks_again_for_the_last_output_type() -> None:
         second = await agent.continue_()
     assert second.output == VALUE
     assert model.requests[1].output is not None
+
+
+@attrs.frozen
+class Address:
+    street: str
+    zip: str
+
+
+@attrs.frozen
+class Customer:
+    who: str
+    billing: Address | None = None
+    shipping: list[Address | None] = attrs.Factory(list)
+    contact: Address | Item | None = None
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        # A problem inside an optional class is named at its own path, not at the
+        # union's ("... is not valid under any of the schemas listed in 'anyOf'").
+        ({"who": "Ada", "billing": {"street": "x", "zip": 1}}, "billing.zip: expected a string"),
+        ({"who": "Ada", "billing": {"zip": "1"}}, "billing.street: required field missing"),
+        (
+            {"who": "Ada", "shipping": [None, {"street": 2, "zip": "1"}]},
+            "shipping[1].street: expected a string",
+        ),
+        ({"who": "Ada", "billing": "here"}, "billing: expected a JSON object or null"),
+        # In a tagged union beside None, the class the tag names is the one meant.
+        (
+            {"who": "Ada", "contact": {"type": "Item", "name": "a", "price": "x"}},
+            "contact.price: expected a number",
+        ),
+    ],
+)
+async def test_a_problem_inside_an_optional_class_is_named_at_its_path(
+    bad: dict[str, Any], said: str
+) -> None:
+    good = {"who": "Ada", "billing": {"street": "x", "zip": "1"}}
+    model = ScriptedModel([answer(bad), answer(good, "f2")])
+    result, _ = await run(model, Customer)
+    assert result.output == Customer("Ada", Address("x", "1"))
+    sent_back = text_of(results_of(model.requests[1].messages)["f1"])
+    assert f"  - {said}\n" in sent_back, sent_back
+
+
+async def test_a_tagged_union_beside_none_is_structured_and_unstructured_with_its_tag() -> None:
+    value = Customer("Ada", contact=Item("a", 1.5))
+    data = output_converter.unstructure(value, Customer)
+    assert data["contact"] == {"type": "Item", "name": "a", "price": 1.5}
+    model = ScriptedModel([answer(data), answer({"who": "Bo", "contact": None}, "f2")])
+    result, _ = await run(model, Customer)
+    assert result.output == value
+    result, _ = await run(ScriptedModel([answer({"who": "Bo", "contact": None})]), Customer)
+    assert result.output == Customer("Bo")
+
+
+# --- output_retries= ----------------------------------------------------------------------
+
+MISSING = {"items": []}
+
+
+def refusals(n: int) -> ScriptedModel:
+    """A model that gives ``n`` invalid answers (then nothing)."""
+    return ScriptedModel([answer(MISSING, f"f{i}") for i in range(n)])
+
+
+@pytest.mark.parametrize(
+    ("output_type", "output_retries", "answers"),
+    [
+        (Order, None, 3),  # the default: 2 retries
+        (Order, 0, 1),
+        (Order, 4, 5),
+        (StructuredOutput(Order, mode="tool"), 1, 2),  # the spec gives none: the keyword's
+        (StructuredOutput(Order, retries=1), None, 2),
+        (StructuredOutput(Order, retries=1), 1, 2),  # both, the same: fine
+    ],
+)
+async def test_output_retries_counts_the_answers_sent_back(
+    output_type: Any, output_retries: int | None, answers: int
+) -> None:
+    model = refusals(answers + 1)
+    result, _ = await run(model, output_type, output_retries=output_retries)
+    assert result.reason == "output_invalid"
+    assert model.request_count == answers
+    retries = answers - 1
+    assert result.error_message.startswith(f"the output was still invalid after {retries} retr")
+
+
+async def test_open_agent_loop_takes_output_retries() -> None:
+    model = refusals(2)
+    async with open_agent_loop("x", ctx(), model, output_type=Order, output_retries=1) as handle:
+        async for _ in handle.events:
+            pass
+    assert handle.result is not None
+    assert handle.result.reason == "output_invalid"
+    assert model.request_count == 2
+
+
+@pytest.mark.parametrize(
+    ("output_type", "output_retries", "error", "match"),
+    [
+        (StructuredOutput(Order, retries=1), 3, AgentUsageError, r"output_retries=3 contradicts"),
+        (None, 1, AgentUsageError, "output_retries= needs output_type="),
+        (Order, -1, ValueError, "output_retries must be an int >= 0"),
+        (Order, True, ValueError, "output_retries must be an int >= 0"),
+    ],
+)
+async def test_bad_output_retries_are_refused_before_anything_runs(
+    output_type: Any, output_retries: Any, error: type[Exception], match: str
+) -> None:
+    model = ScriptedModel([answer(GOOD)])
+    with pytest.raises(error, match=match):
+        await run_agent_loop(
+            "x", ctx(), model, output_type=output_type, output_retries=output_retries
+        )
+    with pytest.raises(error, match=match):
+        open_agent_loop("x", ctx(), model, output_type=output_type, output_retries=output_retries)
+    async with open_agent(model=model) as agent:
+        with pytest.raises(error, match=match):
+            await agent.prompt("x", output_type=output_type, output_retries=output_retries)
+        assert agent.state.messages == ()
+    assert model.request_count == 0
+
+
+async def test_the_agent_default_applies_where_a_prompt_gives_no_retries() -> None:
+    model = refusals(1 + 2 + 3 + 3)
+    async with open_agent(model=model, output_retries=0) as agent:
+        first = await agent.prompt("x", output_type=Order)
+        assert (first.reason, model.request_count) == ("output_invalid", 1)
+        # The prompt's keyword, or the spec's own retries, win over the agent's.
+        second = await agent.prompt("x", output_type=Order, output_retries=1)
+        assert (second.reason, model.request_count) == ("output_invalid", 3)
+        third = await agent.prompt("x", output_type=StructuredOutput(Order, retries=2))
+        assert (third.reason, model.request_count) == ("output_invalid", 6)
+        # continue_() asks again with the last prompt's retries, not the agent's.
+        agent.steer("again")
+        fourth = await agent.continue_()
+        assert (fourth.reason, model.request_count) == ("output_invalid", 9)
+    with pytest.raises(ValueError, match=r"Agent\.output_retries must be an int >= 0"):
+        agent.output_retries = -1
 
 
 # --- OutputUpdate ------------------------------------------------------------------------

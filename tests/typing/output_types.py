@@ -35,6 +35,9 @@ async def check(agent: Agent) -> None:
     typed = await run_agent_loop("x", ctx, model, output_type=Invoice)
     assert_type(typed.output, Invoice)
 
+    retried = await run_agent_loop("x", ctx, model, output_type=Invoice, output_retries=4)
+    assert_type(retried.output, Invoice)
+
     listed = await run_agent_loop("x", ctx, model, output_type=list[Invoice])
     assert_type(listed.output, list[Invoice])
 
@@ -46,7 +49,7 @@ async def check(agent: Agent) -> None:
     schema = await run_agent_loop("x", ctx, model, output_type={"type": "object"})
     assert_type(schema.output, Any)
 
-    async with open_agent_loop("x", ctx, model, output_type=Invoice) as run:
+    async with open_agent_loop("x", ctx, model, output_type=Invoice, output_retries=0) as run:
         async for _ in run.events:
             pass
     if run.result is not None:
@@ -54,5 +57,8 @@ async def check(agent: Agent) -> None:
 
     prompted = await agent.prompt("x", output_type=Invoice)
     assert_type(prompted.output, Invoice)
+    prompted_retried = await agent.prompt("x", output_type=spec, output_retries=3)
+    assert_type(prompted_retried.output, Invoice)
+    assert_type(agent.output_retries, int)
     again = await agent.continue_()
     assert_type(again.output, Any)

@@ -39,6 +39,7 @@ import trio
 from typing_extensions import TypeVar
 
 from .._core import (
+    DEFAULT_RETRIES,
     AgentRunError,
     AgentUsageError,
     Deferral,
@@ -48,8 +49,10 @@ from .._core import (
     as_agent_prompts,
     as_history,
     as_message,
+    as_structured_output,
     as_tools,
     check_model,
+    check_retries,
     is_str,
     one_of,
     plan_output,
@@ -98,6 +101,10 @@ def _check_model(_agent: object, _attribute: object, model: Any) -> None:
     check_model(model, "Agent.model")
 
 
+def _check_retries(_agent: object, _attribute: object, value: Any) -> None:
+    check_retries(value, "Agent.output_retries")
+
+
 def _state_view(messages: Any) -> StateView:
     return StateView(list(as_history(messages, "Agent.messages")))
 
@@ -125,6 +132,10 @@ class Agent:
         steering_mode: ``"one_at_a_time"`` (default) delivers one queued steering
             message per poll; ``"all"`` delivers every queued one at once.
         follow_up_mode: the same for follow-up messages.
+        output_retries: how many times an invalid structured output is sent back
+            before a run ends ``output_invalid``, for a prompt that gives no retries of
+            its own (``output_retries=`` or ``StructuredOutput(..., retries=)``);
+            default 2.
     """
 
     model: Model = attrs.field(validator=_check_model)
@@ -133,6 +144,7 @@ class Agent:
     config: LoopConfig = attrs.field(factory=LoopConfig, validator=check_config)
     steering_mode: QueueMode = attrs.field(default="one_at_a_time", validator=one_of(*MODES))
     follow_up_mode: QueueMode = attrs.field(default="one_at_a_time", validator=one_of(*MODES))
+    output_retries: int = attrs.field(default=DEFAULT_RETRIES, validator=_check_retries)
     # The transcript given as ``messages`` is kept by the state view. (mypy's attrs plugin
     # checks the default against the converted type, not against the converter's.)
     _view: StateView = attrs.field(  # type: ignore[assignment]
@@ -148,7 +160,8 @@ class Agent:
     )
     # The calls the last run left waiting (it ended "deferred"), until they are answered.
     _deferral: Deferral | None = attrs.field(init=False, default=None, repr=False)
-    # The structured output of the last prompt (continue_() asks for it again).
+    # The structured output of the last prompt, its retries resolved (continue_() and
+    # resume() ask for it again).
     _output_type: Any = attrs.field(init=False, default=None, repr=False)
     _slot: RunSlot = attrs.field(
         init=False,
@@ -353,7 +366,11 @@ class Agent:
 
     @overload
     async def prompt(
-        self, message: str | Message | Sequence[Message], *, output_type: None = None
+        self,
+        message: str | Message | Sequence[Message],
+        *,
+        output_type: None = None,
+        output_retries: int | None = None,
     ) -> AgentRunResult[None]: ...
 
     @overload
@@ -362,15 +379,24 @@ class Agent:
         message: str | Message | Sequence[Message],
         *,
         output_type: type[T] | StructuredOutput[T],
+        output_retries: int | None = None,
     ) -> AgentRunResult[T]: ...
 
     @overload
     async def prompt(
-        self, message: str | Message | Sequence[Message], *, output_type: Any
+        self,
+        message: str | Message | Sequence[Message],
+        *,
+        output_type: Any,
+        output_retries: int | None = None,
     ) -> AgentRunResult[Any]: ...
 
     async def prompt(
-        self, message: str | Message | Sequence[Message], *, output_type: Any = None
+        self,
+        message: str | Message | Sequence[Message],
+        *,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> AgentRunResult[Any]:
         """Send a message and run until the model is done; returns how the run ended.
 
@@ -381,7 +407,11 @@ class Agent:
         ``output_type`` asks this run for a structured output, as for
         :func:`run_agent_loop` (the result's ``output`` is the validated value); it
         holds for this prompt, and :meth:`continue_` asks for it again. A prompt without
-        one asks for none.
+        one asks for none. ``output_retries`` is how many times an invalid answer is
+        sent back before the run ends ``output_invalid``; None (the default) means the
+        ``retries=`` of a ``StructuredOutput``, else the agent's ``output_retries``.
+        Giving both, with different counts, is an ``AgentUsageError``;
+        :meth:`continue_` and :meth:`resume` keep the count with the output type.
 
         A model error ends the run with reason ``error`` (``state.error_message`` set);
         an abort with reason ``aborted``. Cancelling the call aborts the run: the paired
@@ -389,16 +419,21 @@ class Agent:
 
         Raises:
             AgentBusyError: a run is active (queue with steer()/follow_up() instead).
-            AgentUsageError: no message given, the agent is closed, or a tool has the
-                final-answer tool's name.
+            AgentUsageError: no message given, the agent is closed, a tool has the
+                final-answer tool's name, or ``output_retries`` contradicts
+                ``output_type`` (or comes without it).
             TypeError: ``output_type`` has no JSON Schema.
+            ValueError: ``output_retries`` is not an int >= 0.
             AgentRunError: a hook raised or a bug ended the run; ``state.messages``
                 holds the paired transcript, ``__cause__`` the original error.
         """
         prompts = as_agent_prompts(message)
-        output = plan_output(output_type, (t.name for t in self.tools))
+        spec = as_structured_output(
+            output_type, output_retries, default_retries=self.output_retries
+        )
+        output = plan_output(spec, (t.name for t in self.tools))
         active = await self._slot.begin("prompt")
-        self._output_type = output_type
+        self._output_type = spec
         return await self._run(active, self._slot.prompt_messages(active, prompts), output)
 
     async def continue_(self) -> AgentRunResult[Any]:
@@ -535,6 +570,7 @@ async def open_agent(
     follow_up_mode: QueueMode = "one_at_a_time",
     messages: Sequence[Message] = (),
     context: ContextPolicy | None = None,
+    output_retries: int = DEFAULT_RETRIES,
 ) -> AsyncIterator[Agent]:
     """Open an :class:`Agent`::
 
@@ -555,6 +591,9 @@ async def open_agent(
         context: a context policy for every run (``trio_agent.context``); sets
             ``config.context`` (the agent keeps one policy for all its runs, so what it
             learned — a summary — carries over).
+        output_retries: how many times an invalid structured output is sent back
+            before a run ends ``output_invalid``, for a prompt that gives no retries of
+            its own (see :meth:`Agent.prompt`); default 2.
 
     The agent owns every run made through it: leaving the block aborts the active run
     and waits for it to end (at most ``config.cleanup_timeout`` with the subscribers
@@ -563,7 +602,7 @@ async def open_agent(
 
     Raises:
         AgentUsageError: ``config`` sets a steering or follow-up hook.
-        ValueError: an unknown queue mode.
+        ValueError: an unknown queue mode, or ``output_retries`` is not an int >= 0.
     """
     agent = Agent(
         model=model,
@@ -577,6 +616,7 @@ async def open_agent(
         steering_mode=steering_mode,
         follow_up_mode=follow_up_mode,
         messages=list(messages),
+        output_retries=output_retries,
     )
     try:
         yield agent

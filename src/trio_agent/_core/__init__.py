@@ -26,6 +26,7 @@ from ._blocks import (
     THINKING,
     Block,
     Part,
+    argument_problem,
     keep_partial,
     parse_arguments,
 )
@@ -146,6 +147,7 @@ from ._observer import (
 )
 from ._output import (
     DEFAULT_OUTPUT_TOOL,
+    DEFAULT_RETRIES,
     NO_OUTPUT,
     OutputFailure,
     OutputMode,
@@ -153,6 +155,7 @@ from ._output import (
     OutputRequest,
     StructuredOutput,
     as_structured_output,
+    check_retries,
     partial_json,
     plan_output,
 )
@@ -223,6 +226,7 @@ __all__ = [
     "CONTEXT_OVERFLOW",
     "DECISIONS",
     "DEFAULT_OUTPUT_TOOL",
+    "DEFAULT_RETRIES",
     "DEFERRAL",
     "END_EVENTS",
     "MAX_JSON_DEPTH",
@@ -343,6 +347,7 @@ __all__ = [
     "TurnStats",
     "Usage",
     "UserMessage",
+    "argument_problem",
     "as_agent_prompts",
     "as_history",
     "as_message",
@@ -354,6 +359,7 @@ __all__ = [
     "check_loop_config",
     "check_message",
     "check_model",
+    "check_retries",
     "check_run",
     "check_structured_content",
     "check_tool_name",

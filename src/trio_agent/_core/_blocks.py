@@ -12,7 +12,11 @@ rules live here, once:
   yet: its argument text is not parsed before the call is finished.
 - **A tool call's arguments** (:func:`parse_arguments`): its argument text must be a
   JSON object (empty text means ``{}``); a text that is not one is never turned into
-  arguments — the call is not finished. Nothing is invented in its place.
+  arguments — the call is not finished. Nothing is invented in its place. One
+  exception, asked for by the builder (``Block.finish(keep_malformed=True)``): the
+  final-answer call of a structured output is kept with its text as
+  ``ToolCall.raw_arguments`` and empty arguments, so that the loop can answer it with
+  the JSON problem (:func:`argument_problem`) and ask the model again.
 - **What a reply that ends early keeps** (:func:`keep_partial`): finished blocks as they
   are, unfinished text and thinking as far as they got, and tool calls whose arguments
   never completed dropped — inventing arguments would put a call the model never
@@ -41,6 +45,7 @@ __all__ = [
     "THINKING",
     "Block",
     "Part",
+    "argument_problem",
     "keep_partial",
     "parse_arguments",
 ]
@@ -130,12 +135,18 @@ class Block:
             )
         return ToolCall(id=self.call_id, name=self.name, arguments={})
 
-    def finish(self) -> Part:
+    def finish(self, *, keep_malformed: bool = False) -> Part:
         """The block's final part, built from its fragments.
+
+        ``keep_malformed``: a tool call whose argument text is not a JSON object is
+        finished anyway, its text kept as ``raw_arguments`` and its arguments empty
+        (the final-answer call of a structured output, which the loop answers with the
+        JSON problem).
 
         Raises:
             ValueError: a tool call's argument text is not a JSON object (see
-                :func:`parse_arguments`); the block stays unfinished.
+                :func:`parse_arguments`) and ``keep_malformed`` is false; the block
+                stays unfinished.
         """
         kind = self.kind
         if kind == TEXT:
@@ -144,7 +155,13 @@ class Block:
             return Thinking(
                 thinking=self.text(), signature=self._signature(), redacted=self.redacted
             )
-        arguments = parse_arguments(self.text(), self.describe())
+        raw = self.text()
+        try:
+            arguments = parse_arguments(raw, self.describe())
+        except ValueError:
+            if not keep_malformed:
+                raise
+            return ToolCall(id=self.call_id, name=self.name, arguments={}, raw_arguments=raw)
         return ToolCall(id=self.call_id, name=self.name, arguments=arguments)
 
     def _signature(self) -> str | None:
@@ -168,14 +185,29 @@ def parse_arguments(raw: str, what: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
     except ValueError as exc:
-        raise ValueError(
-            f"tool call {what} has malformed argument JSON ({exc}): {raw[:200]!r}"
-        ) from None
+        raise ValueError(f"tool call {what} has {_malformed(exc, raw)}") from None
     if not isinstance(value, dict):
-        raise ValueError(
-            f"tool call {what} has arguments that are not a JSON object: {raw[:200]!r}"
-        )
+        raise ValueError(f"tool call {what} has {_not_object(raw)}")
     return value
+
+
+def argument_problem(raw: str) -> str:
+    """What is wrong with the argument text ``raw`` of a call that was kept with it
+    (``ToolCall.raw_arguments``): ``malformed argument JSON (<the parser's words>):
+    '<the start of the text>'``, or that it is not a JSON object. Pure."""
+    try:
+        json.loads(raw)
+    except ValueError as exc:
+        return _malformed(exc, raw)
+    return _not_object(raw)
+
+
+def _malformed(exc: ValueError, raw: str) -> str:
+    return f"malformed argument JSON ({exc}): {raw[:200]!r}"
+
+
+def _not_object(raw: str) -> str:
+    return f"arguments that are not a JSON object: {raw[:200]!r}"
 
 
 def keep_partial(content: Iterable[Part | Block], reason: str) -> tuple[tuple[Part, ...], str]:

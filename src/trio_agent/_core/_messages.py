@@ -116,12 +116,19 @@ class ToolCall:
             reused: ``call_0`` becomes ``call_0~2``).
         name: the name of the tool to call.
         arguments: the arguments, a JSON object as the model sent it. Don't mutate it.
+        raw_arguments: the argument text as the model sent it when it was not a JSON
+            object (malformed or cut-short JSON); ``arguments`` is then empty and the
+            call never runs: its result is an error naming the JSON problem. None for a
+            well-formed call. Providers keep such a call only for the final-answer tool
+            of a structured output (it is sent back so the model can correct it); any
+            other call with malformed arguments fails the reply.
     """
 
     type: ClassVar[Literal["tool_call"]] = "tool_call"
     id: str
     name: str
     arguments: Mapping[str, Any] = attrs.field(factory=dict)
+    raw_arguments: str | None = None
 
 
 ContentBlock: TypeAlias = Text | Thinking | Image | ToolCall

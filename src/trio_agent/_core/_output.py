@@ -22,6 +22,10 @@ The modes (:data:`OutputMode`):
 - ``tool``: the request carries a final-answer tool (``final_result`` unless named
   otherwise) whose parameters are the schema; the model answers by calling it, and the
   call always gets a result (accepted, or the errors) — the transcript stays paired.
+  A final-answer call whose argument text is not a JSON object (malformed, cut short)
+  is kept with that text (``ToolCall.raw_arguments``, by the providers) and judged
+  like any invalid answer: its result names the JSON problem, and it counts against
+  the retries.
 - ``native``: the provider's own structured output (OpenAI-compatible
   ``response_format`` with a strict ``json_schema``; Anthropic's ``output_config``); the
   reply's text is the answer.
@@ -37,7 +41,9 @@ from __future__ import annotations
 import functools
 import json
 import re
+import typing
 from collections.abc import Iterable, Mapping
+from types import NoneType
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeAlias, overload
 
 import attrs
@@ -47,10 +53,18 @@ from cattrs.strategies import configure_tagged_union
 from typing_extensions import TypeVar
 
 from . import _events as ev
+from ._blocks import argument_problem
 from ._errors import AgentUsageError, OutputError
 from ._events import AgentRunResult, NoOutput
 from ._formats import expected_string
-from ._schema import TAG, drop_strict_nulls, json_schema, strict_json_schema, tagged_unions
+from ._schema import (
+    TAG,
+    _is_class,
+    drop_strict_nulls,
+    json_schema,
+    strict_json_schema,
+    tagged_unions,
+)
 from ._serde import parse_json, strict_converter, structure_errors
 from ._tools import Tool, ToolContext, ToolOutput
 
@@ -59,6 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_OUTPUT_TOOL",
+    "DEFAULT_RETRIES",
     "NO_OUTPUT",
     "AnswerStream",
     "OutputFailure",
@@ -68,6 +83,7 @@ __all__ = [
     "StructuredOutput",
     "answering_tool",
     "as_structured_output",
+    "check_retries",
     "output_converter",
     "partial_json",
     "plan_output",
@@ -85,6 +101,20 @@ _WRAP: Final = "response"
 """The property a schema whose root is not an object is wrapped in."""
 
 _MODES: Final = ("auto", "native", "tool", "prompted")
+
+DEFAULT_RETRIES: Final = 2
+"""How many times an invalid answer is sent back when nothing says otherwise."""
+
+
+def check_retries(value: object, what: str) -> int:
+    """``value`` as a retry count (an ``int`` >= 0; ``what`` names it in the error).
+
+    Raises:
+        ValueError: not an int (a bool is not one), or negative.
+    """
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{what} must be an int >= 0; not {value!r}")
+    return value
 
 
 class StructuredOutput(Generic[T]):
@@ -104,7 +134,10 @@ class StructuredOutput(Generic[T]):
             provider's structured output), ``"tool"`` (a final-answer tool the model
             must call) or ``"prompted"`` (JSON asked for in the system prompt).
         retries: how many times an invalid answer is sent back with what was wrong
-            before the run ends ``output_invalid`` (default 2: three answers in all).
+            before the run ends ``output_invalid``. None (the default) means the
+            ``output_retries=`` of the run or prompt, else 2 (three answers in all);
+            given here and as a different ``output_retries=`` is an
+            ``AgentUsageError``.
         name: the final-answer tool's name (tool mode), and the schema's name in a
             native request.
         description: the final-answer tool's description (default: the type's
@@ -115,7 +148,7 @@ class StructuredOutput(Generic[T]):
         ValueError: an unknown mode, negative retries, or an empty name.
     """
 
-    __slots__ = ("description", "mode", "name", "retries", "type")
+    __slots__ = ("_retries_given", "description", "mode", "name", "retries", "type")
 
     @overload
     def __init__(
@@ -123,7 +156,7 @@ class StructuredOutput(Generic[T]):
         type: type[T],
         *,
         mode: OutputMode = "auto",
-        retries: int = 2,
+        retries: int | None = None,
         name: str = DEFAULT_OUTPUT_TOOL,
         description: str | None = None,
     ) -> None: ...
@@ -134,7 +167,7 @@ class StructuredOutput(Generic[T]):
         type: Any,
         *,
         mode: OutputMode = "auto",
-        retries: int = 2,
+        retries: int | None = None,
         name: str = DEFAULT_OUTPUT_TOOL,
         description: str | None = None,
     ) -> None: ...
@@ -144,7 +177,7 @@ class StructuredOutput(Generic[T]):
         type: Any,
         *,
         mode: OutputMode = "auto",
-        retries: int = 2,
+        retries: int | None = None,
         name: str = DEFAULT_OUTPUT_TOOL,
         description: str | None = None,
     ) -> None:
@@ -152,8 +185,10 @@ class StructuredOutput(Generic[T]):
             raise ValueError(
                 f"StructuredOutput.mode must be one of {', '.join(map(repr, _MODES))}; not {mode!r}"
             )
-        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-            raise ValueError(f"StructuredOutput.retries must be an int >= 0; not {retries!r}")
+        self._retries_given = retries is not None
+        if retries is None:
+            retries = DEFAULT_RETRIES
+        check_retries(retries, "StructuredOutput.retries")
         if not isinstance(name, str) or not name:
             raise ValueError(f"StructuredOutput.name must be a non-empty str; not {name!r}")
         self.type = type
@@ -161,6 +196,16 @@ class StructuredOutput(Generic[T]):
         self.retries = retries
         self.name = name
         self.description = description
+
+    def _with_retries(self, retries: int) -> StructuredOutput[T]:
+        """A copy whose retries are ``retries`` (given: they are no default any more)."""
+        return StructuredOutput(
+            self.type,
+            mode=self.mode,
+            retries=retries,
+            name=self.name,
+            description=self.description,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -218,11 +263,49 @@ _configured: set[Any] = set()
 
 def _configure(tp: Any) -> None:
     for union in tagged_unions(tp):
-        if union not in _configured:
+        if union in _configured:
+            continue
+        members = typing.get_args(union)
+        classes = tuple(m for m in members if _is_class(m))
+        if len(classes) == len(members):
             configure_tagged_union(
                 union, output_converter, tag_name=TAG, tag_generator=lambda c: c.__name__
             )
-            _configured.add(union)
+        else:
+            # ``A | B | None`` (or ``| int``...): the classes are tagged as their own
+            # union; the other members stand beside it (a JSON object is one of the
+            # classes, anything else one of the others).
+            _configure_beside(union, classes, tuple(m for m in members if m not in classes))
+        _configured.add(union)
+
+
+def _configure_beside(union: Any, classes: tuple[type, ...], others: tuple[Any, ...]) -> None:
+    tagged: Any = typing.Union[classes]  # noqa: UP007 - built from a tuple
+    if tagged not in _configured:
+        configure_tagged_union(
+            tagged, output_converter, tag_name=TAG, tag_generator=lambda c: c.__name__
+        )
+        _configured.add(tagged)
+    nullable = NoneType in others
+    plain = tuple(o for o in others if o is not NoneType)
+    rest: Any = typing.Union[plain] if plain else NoneType  # noqa: UP007
+
+    def structure(value: Any, _: Any) -> Any:
+        if isinstance(value, dict):
+            return output_converter.structure(value, tagged)
+        if value is None and nullable:
+            return None
+        return output_converter.structure(value, rest)
+
+    runtime = tuple(c for c in classes if not typing.is_typeddict(c))  # (no isinstance)
+
+    def unstructure(value: Any) -> Any:
+        if isinstance(value, runtime):
+            return output_converter.unstructure(value, tagged)
+        return output_converter.unstructure(value)
+
+    output_converter.register_structure_hook(union, structure)
+    output_converter.register_unstructure_hook(union, unstructure)
 
 
 def write_output(value: Any, tp: Any) -> Any:
@@ -367,6 +450,20 @@ class OutputPlan:
             raise OutputFailure([f"$: the answer is not valid JSON ({exc})"]) from None
         return self.check(value, strict=strict)
 
+    def check_call(self, call: ToolCall) -> Any:
+        """The output from the final-answer call ``call`` (tool mode): its arguments
+        checked (see :meth:`check`). Pure.
+
+        Raises:
+            OutputFailure: the call's argument text was not a JSON object (kept as
+                ``raw_arguments``: the problem is the parser's, at ``$``), or its
+                arguments are not valid.
+        """
+        raw = call.raw_arguments
+        if raw is not None:
+            raise OutputFailure([f"$: {argument_problem(raw)}"])
+        return self.check(call.arguments)
+
     def check(self, value: Any, *, strict: bool = False) -> Any:
         """Validate the JSON ``value`` against the schema, then structure it.
 
@@ -375,7 +472,7 @@ class OutputPlan:
         """
         if strict and self.strict_schema is not None:
             value = drop_strict_nulls(value, self.schema)
-        errors = list(self._validator.iter_errors(value))
+        errors = [e for err in self._validator.iter_errors(value) for e in _within(err)]
         if errors:
             lines = [self._line(e) for e in errors[:MAX_LINES]]
             if len(errors) > MAX_LINES:
@@ -397,8 +494,9 @@ class OutputPlan:
         kind = err.kind
         if isinstance(kind, jsonschema_rs.ValidationErrorKind.Required):
             return f"{_render([*path, str(kind.property)], self.wrapped)}: required field missing"
-        if isinstance(kind, jsonschema_rs.ValidationErrorKind.Type):
-            names = [_TYPE_WORDS.get(str(t), str(t)) for t in kind.types]
+        types = _types_expected(err)
+        if types:
+            names = list(dict.fromkeys(_TYPE_WORDS.get(str(t), str(t)) for t in types))
             message = f"expected {' or '.join(names)}"
         elif isinstance(kind, jsonschema_rs.ValidationErrorKind.Enum):
             message = f"expected one of {', '.join(json.dumps(o) for o in kind.options)}"
@@ -448,6 +546,59 @@ class OutputPlan:
         if self.wrapped:
             return value.get(_WRAP) if isinstance(value, dict) else None
         return value
+
+
+_ALTERNATIVES: Final = (
+    jsonschema_rs.ValidationErrorKind.AnyOf,
+    jsonschema_rs.ValidationErrorKind.OneOfNotValid,
+)
+
+
+def _within(err: jsonschema_rs.ValidationError) -> list[jsonschema_rs.ValidationError]:
+    """The errors that say what is wrong where: for a value that matches none of a
+    union's alternatives (``X | None``, a tagged union) but is plainly meant as one of
+    them, that alternative's own errors, at their own paths (``billing.zip: expected a
+    string``, not ``billing: ... is not valid under any of the schemas``); else
+    ``err`` itself. An alternative is ruled out when the value is not of its JSON type
+    or does not carry its tag; it is plainly meant when it is the only one left."""
+    if not isinstance(err.kind, _ALTERNATIVES):
+        return [err]
+    path = list(err.instance_path)
+    left = [alt for alt in err.kind.context if alt and not any(_rules_out(e, path) for e in alt)]
+    if len(left) != 1:
+        return [err]
+    return [e for inner in left[0] for e in _within(inner)]
+
+
+def _types_expected(err: jsonschema_rs.ValidationError) -> list[Any]:
+    """The JSON types ``err`` says the value should have had: a type error's, or, for a
+    union whose every alternative wants another type, all of theirs (``expected a JSON
+    object or null``); empty for any other error."""
+    kind = err.kind
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.Type):
+        return list(kind.types)
+    if not isinstance(kind, _ALTERNATIVES):
+        return []
+    path = list(err.instance_path)
+    types: list[Any] = []
+    for alt in kind.context:
+        mismatch = [e for e in alt if list(e.instance_path) == path and _types_expected(e)]
+        if not mismatch:
+            return []
+        types += _types_expected(mismatch[0])
+    return types
+
+
+def _rules_out(err: jsonschema_rs.ValidationError, path: list[Any]) -> bool:
+    """Whether ``err``, of one alternative of the union at ``path``, shows that the
+    value was not meant as that alternative: not of its type, or another class's tag."""
+    at = list(err.instance_path)
+    kind = err.kind
+    if at == path:
+        return isinstance(kind, jsonschema_rs.ValidationErrorKind.Type)
+    return at == [*path, TAG] and isinstance(
+        kind, jsonschema_rs.ValidationErrorKind.Constant | jsonschema_rs.ValidationErrorKind.Enum
+    )
 
 
 def _render(path: list[Any], wrapped: bool) -> str:
@@ -545,24 +696,60 @@ def answering_tool(asked: OutputRequest, text: str) -> Tool:
     )
 
 
-def as_structured_output(value: Any) -> StructuredOutput[Any] | None:
+def as_structured_output(
+    value: Any, retries: int | None = None, *, default_retries: int = DEFAULT_RETRIES
+) -> StructuredOutput[Any] | None:
     """``output_type=`` as given (None, a type, a schema dict or a
-    :class:`StructuredOutput`) as a :class:`StructuredOutput` (None for None)."""
-    if value is None or isinstance(value, StructuredOutput):
-        return value
-    return StructuredOutput(value)
+    :class:`StructuredOutput`) with ``output_retries=`` (``retries``; None when not
+    given) as a :class:`StructuredOutput` (None for None).
+
+    The retries are the one given: ``output_retries=``, or the ``StructuredOutput``'s
+    own ``retries=`` — both given must agree; neither given: ``default_retries`` (an
+    Agent's ``output_retries``, else 2).
+
+    Raises:
+        ValueError: ``retries`` is not an int >= 0.
+        AgentUsageError: ``retries`` without an output type, or a ``StructuredOutput``
+            whose ``retries=`` says otherwise.
+    """
+    if retries is not None:
+        check_retries(retries, "output_retries")
+        if value is None:
+            raise AgentUsageError("output_retries= needs output_type=: no output is asked for")
+    if isinstance(value, StructuredOutput):
+        spec: StructuredOutput[Any] = value
+        if not spec._retries_given:
+            return spec._with_retries(default_retries if retries is None else retries)
+        if retries is not None and retries != spec.retries:
+            raise AgentUsageError(
+                f"output_retries={retries} contradicts StructuredOutput(..., "
+                f"retries={spec.retries}); give the retries once"
+            )
+        return spec
+    if value is None:
+        return None
+    return StructuredOutput(value, retries=default_retries if retries is None else retries)
 
 
-def plan_output(value: Any, tool_names: Iterable[str]) -> OutputPlan | None:
-    """``output_type=`` as given, compiled for a run whose tools are named
+def plan_output(
+    value: Any,
+    tool_names: Iterable[str],
+    retries: int | None = None,
+    *,
+    default_retries: int = DEFAULT_RETRIES,
+) -> OutputPlan | None:
+    """``output_type=`` and ``output_retries=`` as given (see
+    :func:`as_structured_output`), compiled for a run whose tools are named
     ``tool_names`` (None when no output is asked for).
 
     Raises:
         TypeError: the type has no JSON Schema.
-        ValueError: a schema dict that is not a valid JSON Schema.
-        AgentUsageError: a tool has the final-answer tool's name.
+        ValueError: a schema dict that is not a valid JSON Schema, or retries that are
+            not an int >= 0.
+        AgentUsageError: a tool has the final-answer tool's name, or the retries are
+            given twice, differently (or without an output type).
     """
-    spec = as_structured_output(value)
+    spec = as_structured_output(value, retries, default_retries=default_retries)
     if spec is None:
         return None
     if spec.name in tool_names:

@@ -236,6 +236,7 @@ def _structure_tokens(data: Any, _: type) -> Tokens:
 _OMITTED_IF_UNSET: dict[type, dict[str, Any]] = {
     AssistantMessage: {"tokens": override(omit_if_default=True)},
     ToolResultMessage: {"structured_content": override(omit_if_default=True)},
+    ToolCall: {"raw_arguments": override(omit_if_default=True)},
 }
 """Fields added after transcripts were first written: left out of the JSON while they
 hold their default, so a line without them means the same as before, both ways."""

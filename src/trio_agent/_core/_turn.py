@@ -670,7 +670,9 @@ class TurnMachine:
     ends the run ``stop`` with the value; an invalid one is sent back — as the
     final-answer call's error result (tool mode; the call is always answered, so the
     transcript stays paired) or as a user message (text modes) — and the model asked
-    again, up to the plan's retries; then the run ends ``output_invalid``. In tool
+    again, up to the plan's retries; then the run ends ``output_invalid``. A
+    final-answer call whose argument text was not a JSON object (kept as its
+    ``raw_arguments``) is such an invalid answer: the JSON problem is sent back. In tool
     mode a reply that calls other tools and not the final one runs them as usual; the
     final call's siblings are skipped when the answer is accepted or the run ends,
     and run when the answer is sent back (the final call is then answered in the
@@ -1067,7 +1069,7 @@ class TurnMachine:
                 failure = plan.missing_call()
             else:
                 try:
-                    self.output_value = plan.check(final.arguments)
+                    self.output_value = plan.check_call(final)
                 except OutputFailure as exc:
                     failure = exc
         elif decision.action != "none":

@@ -47,6 +47,7 @@ from .._core import (
     ToolIndex,
     ToolOutput,
     ToolResultMessage,
+    argument_problem,
     check_arguments,
     check_json,
     check_structured_content,
@@ -364,6 +365,14 @@ class Batch:
         tool = self._lookup(st)
         if tool is None:
             return self._not_found(call), "not_found"
+        if call.raw_arguments is not None:
+            # Kept unparsed (a final-answer call, or a model of one's own): never run.
+            problem = argument_problem(call.raw_arguments)
+            return (
+                f"The call was not run: it has {problem}. Call {call.name} again with "
+                "its arguments as one JSON object.",
+                "invalid_arguments",
+            )
         args: Mapping[str, Any] = call.arguments
         if tool.prepare_arguments is not None:
             try:

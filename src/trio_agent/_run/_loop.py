@@ -40,6 +40,7 @@ async def run_agent_loop(
     on_event: OnEvent | None = None,
     *,
     output_type: None = None,
+    output_retries: int | None = None,
 ) -> AgentRunResult[None]: ...
 
 
@@ -52,6 +53,7 @@ async def run_agent_loop(
     on_event: OnEvent | None = None,
     *,
     output_type: type[T] | StructuredOutput[T],
+    output_retries: int | None = None,
 ) -> AgentRunResult[T]: ...
 
 
@@ -64,6 +66,7 @@ async def run_agent_loop(
     on_event: OnEvent | None = None,
     *,
     output_type: Any,
+    output_retries: int | None = None,
 ) -> AgentRunResult[Any]: ...
 
 
@@ -75,6 +78,7 @@ async def run_agent_loop(
     on_event: OnEvent | None = None,
     *,
     output_type: Any = None,
+    output_retries: int | None = None,
 ) -> AgentRunResult[Any]:
     """Run the agent loop to its end and return how it ended.
 
@@ -93,6 +97,11 @@ async def run_agent_loop(
             :class:`StructuredOutput` choosing the mode and retries. The result's
             ``output`` is then the validated value; an answer that stays invalid after
             the retries ends the run ``output_invalid``.
+        output_retries: how many times an invalid answer is sent back, saying what was
+            wrong, before the run ends ``output_invalid``; None (the default) means
+            2, or the ``retries=`` of a :class:`StructuredOutput`. Giving both, with
+            different counts, is an ``AgentUsageError``; so is ``output_retries``
+            without ``output_type``.
 
     Every event reaches ``on_event`` exactly once, in order, whatever cancels the run: a
     call that a cancel interrupted part-way counts as delivered (the sink may already
@@ -118,14 +127,15 @@ async def run_agent_loop(
     Raises:
         TypeError: before anything runs, when ``prompts`` is not a ``str`` or a
             sequence of messages (a bare message, bytes, a list holding a non-message).
-        AgentUsageError: nothing to continue from, or a tool has the final-answer
-            tool's name.
+        AgentUsageError: nothing to continue from, a tool has the final-answer
+            tool's name, or ``output_retries`` contradicts ``output_type`` (see above).
+        ValueError: ``output_retries`` is not an int >= 0.
         AgentRunError: a hook or ``on_event`` raised, or a bug; ``.result`` holds the
             paired transcript, ``__cause__`` the original error.
     """
     config = LoopConfig() if config is None else config
     checked = check_run(prompts, context, model, config)
-    output = plan_output(output_type, (t.name for t in context.tools))
+    output = plan_output(output_type, (t.name for t in context.tools), output_retries)
     # Nothing outside can abort or interrupt this run: it needs no cancel scopes of its
     # own (the caller's still stop it).
     runner = Runner(
@@ -238,15 +248,17 @@ class open_agent_loop(Generic[R]):
     the run from ending. An ``on_event`` that raises ends the run with
     ``AgentRunError``; the consumer still receives the closing events.
 
-    ``output_type`` asks for a structured output, as for :func:`run_agent_loop`; the
-    run's ``result.output`` is then the validated value, and ``OutputUpdate`` events
-    show the answer as it streams.
+    ``output_type`` (and ``output_retries``) ask for a structured output, as for
+    :func:`run_agent_loop`; the run's ``result.output`` is then the validated value,
+    and ``OutputUpdate`` events show the answer as it streams.
 
     Raises:
         TypeError: on entry, before anything runs, when ``prompts`` is not a ``str`` or
             a sequence of messages.
-        AgentUsageError: on entry, when there is nothing to continue from, or a tool
-            has the final-answer tool's name.
+        AgentUsageError: on entry, when there is nothing to continue from, a tool has
+            the final-answer tool's name, or ``output_retries`` contradicts
+            ``output_type``.
+        ValueError: on entry, when ``output_retries`` is not an int >= 0.
         AgentRunError: on exit, when a hook raised or a bug ended the run.
     """
 
@@ -261,6 +273,7 @@ class open_agent_loop(Generic[R]):
         buffer: int = 0,
         on_event: OnEvent | None = None,
         output_type: None = None,
+        output_retries: int | None = None,
     ) -> None: ...
 
     @overload
@@ -274,6 +287,7 @@ class open_agent_loop(Generic[R]):
         buffer: int = 0,
         on_event: OnEvent | None = None,
         output_type: type[T] | StructuredOutput[T],
+        output_retries: int | None = None,
     ) -> None: ...
 
     @overload
@@ -287,6 +301,7 @@ class open_agent_loop(Generic[R]):
         buffer: int = 0,
         on_event: OnEvent | None = None,
         output_type: Any,
+        output_retries: int | None = None,
     ) -> None: ...
 
     def __init__(
@@ -299,11 +314,12 @@ class open_agent_loop(Generic[R]):
         buffer: int = 0,
         on_event: OnEvent | None = None,
         output_type: Any = None,
+        output_retries: int | None = None,
     ) -> None:
         config = LoopConfig() if config is None else config
         # At once, not in the run's task; the runner trusts what it is given.
         self._args = (check_run(prompts, context, model, config), context, model, config)
-        self._output = plan_output(output_type, (t.name for t in context.tools))
+        self._output = plan_output(output_type, (t.name for t in context.tools), output_retries)
         self._buffer = buffer
         self._on_event = on_event
         self._nursery_cm: Any = None

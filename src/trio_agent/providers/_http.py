@@ -356,7 +356,12 @@ class HTTPModel:
         request and closes its connection. Faults never raise: they end the stream
         with an ``Error`` (stop reason ``error``) keeping the partial content.
         """
-        builder = ReplyBuilder(model=request.options.model or self.model, provider=self.provider)
+        asked = request.output
+        builder = ReplyBuilder(
+            model=request.options.model or self.model,
+            provider=self.provider,
+            final_answer=asked.name if asked is not None and asked.mode == "tool" else None,
+        )
         return _safe_produce(self._session, lambda: self._prepare(request, builder), builder)
 
     @property

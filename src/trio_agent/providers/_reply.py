@@ -86,9 +86,13 @@ def str_field(mapping: Mapping[str, Any], key: str) -> str:
 class ReplyBuilder:
     """Accumulates one reply and produces its assistant events. One per request."""
 
-    def __init__(self, *, model: str, provider: str) -> None:
+    def __init__(self, *, model: str, provider: str, final_answer: str | None = None) -> None:
         self.model = model
         self.provider = provider
+        self.final_answer = final_answer
+        """The final-answer tool's name when the request asks for a structured output in
+        tool mode: a call to it whose arguments are not a JSON object is kept (its text
+        as ``raw_arguments``) so that the loop can send the problem back."""
         self.usage = Usage()
         self.tokens: Tokens | None = None
         """The reply's tokens, set by a decoder asked to capture them; kept on the
@@ -198,7 +202,8 @@ class ReplyBuilder:
 
         Raises:
             StreamFault: a tool call's arguments are not a JSON object (the call stays
-                open, so that a failure report names it as unfinished).
+                open, so that a failure report names it as unfinished) — except the
+                final-answer call's, kept with its text (``ToolCall.raw_arguments``).
         """
         block = self._open.pop(key, None)
         if block is None:
@@ -212,7 +217,9 @@ class ReplyBuilder:
             delta = ev.TextDelta if block.kind == TEXT else ev.ThinkingDelta
             out.append(delta(index=i, delta=held))
         try:
-            final = block.finish()
+            final = block.finish(
+                keep_malformed=block.kind == CALL and block.name == self.final_answer
+            )
         except ValueError as exc:
             self._open[key] = block
             raise StreamFault(str(exc)) from None

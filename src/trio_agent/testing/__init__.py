@@ -4,7 +4,10 @@
 trio-agent itself. The Hypothesis strategies (``messages``, ``tool_calls``,
 ``assistant_replies``, ``transcripts``, ``scripts``, ``json_values``, ``tool_arguments``
 — arguments drawn from a tool's own JSON Schema, with hypothesis-jsonschema —, and
-``faults`` — faults over a recorded cassette, from :mod:`trio_agent.replay`) need
+``faults`` — faults over a recorded cassette, from :mod:`trio_agent.replay` —, and
+``output_types`` — attrs classes, dataclasses and ``TypedDict`` s built on the fly for
+structured output, with ``corruption_sites`` to break their values where the path is
+known) need
 Hypothesis (``pip install 'trio-agent[testing]'``): each is imported on its first access (the real
 function, with its real signature), so importing this module — as ``trio-agent demo`` and
 the benchmarks do — never requires it.
@@ -42,9 +45,11 @@ from ._vllm import vllm_response as vllm_response
 _STRATEGIES = frozenset(
     {
         "assistant_replies",
+        "corruption_sites",
         "faults",
         "json_values",
         "messages",
+        "output_types",
         "scripts",
         "tool_arguments",
         "tool_calls",
@@ -53,7 +58,11 @@ _STRATEGIES = frozenset(
     }
 )
 
+_OUTPUT_STRATEGIES = frozenset({"corruption_sites", "output_types"})
+
 if typing.TYPE_CHECKING:
+    from ._output_strategies import corruption_sites as corruption_sites
+    from ._output_strategies import output_types as output_types
     from ._strategies import assistant_replies as assistant_replies
     from ._strategies import faults as faults
     from ._strategies import json_values as json_values
@@ -75,14 +84,19 @@ else:
         if name not in _STRATEGIES:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         try:
-            from . import _strategies
+            # The output types' strategies live apart: importing them only when asked
+            # keeps their constants out of the other strategies' draws.
+            if name in _OUTPUT_STRATEGIES:
+                from . import _output_strategies as module
+            else:
+                from . import _strategies as module
         except ModuleNotFoundError as exc:
             if exc.name != "hypothesis":
                 raise
             raise ImportError(
                 f"trio_agent.testing.{name} needs Hypothesis: pip install 'trio-agent[testing]'"
             ) from exc
-        value = getattr(_strategies, name)
+        value = getattr(module, name)
         globals()[name] = value  # later accesses skip this function
         return value
 
@@ -106,11 +120,13 @@ __all__ = [
     "assert_run_invariants",
     "assistant_replies",
     "completion_ids",
+    "corruption_sites",
     "events_for",
     "fake_logprobs",
     "faults",
     "json_values",
     "messages",
+    "output_types",
     "render_prompt",
     "run_invariant_violations",
     "scripted_policy",

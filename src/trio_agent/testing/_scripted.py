@@ -38,7 +38,8 @@ def events_for(
     """The event stream a well-behaved provider would send for ``message``.
 
     Text and thinking are split into deltas of ``chunk_size`` characters (one delta when
-    None); a tool call's arguments are sent as one JSON fragment. The stream ends with
+    None); a tool call's arguments are sent as one JSON fragment (its
+    ``raw_arguments`` when it has them). The stream ends with
     ``Error`` for stop reasons ``error``/``aborted``, else ``Done``.
     """
     out: list[ev.AssistantEvent] = [ev.Start()]
@@ -55,7 +56,9 @@ def events_for(
             out.append(ev.ThinkingEnd(index=i, thinking=block.thinking, signature=block.signature))
         elif type(block) is ToolCall:
             out.append(ev.ToolCallStart(index=i, id=block.id, name=block.name))
-            out.append(ev.ToolCallDelta(index=i, delta=json.dumps(dict(block.arguments))))
+            raw = block.raw_arguments
+            delta = json.dumps(dict(block.arguments)) if raw is None else raw
+            out.append(ev.ToolCallDelta(index=i, delta=delta))
             out.append(ev.ToolCallEnd(index=i, tool_call=block))
     if message.stop_reason in ("error", "aborted"):
         out.append(ev.Error(message=message))
