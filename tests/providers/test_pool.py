@@ -8,6 +8,7 @@ import random
 from typing import TYPE_CHECKING
 
 import attrs
+import httpx2
 import pytest
 import trio
 
@@ -110,3 +111,45 @@ async def test_random_cancellations_leave_the_pool_whole(server: Server, kind: s
         assert results == [True] * SLOTS
         gc.collect()
         await trio.sleep(0.01)
+
+
+async def test_requests_waiting_for_a_connection_hold_no_http_request(server: Server) -> None:
+    """With thousands of runs at once most requests wait for a connection: they wait
+    before their HTTP request object is built, so waiting costs a place in a queue."""
+    body = (STREAMS / "openai_text.sse").read_bytes()
+    release = trio.Event()
+    both = trio.Event()
+    arrived = 0
+
+    async def held(req: Received, r: Responder) -> None:
+        nonlocal arrived
+        arrived += 1
+        if arrived == 2:
+            both.set()
+        await release.wait()
+        await r.head()
+        await r.body(body)
+        await r.end()
+
+    server.default = held
+    http = attrs.evolve(FAST, max_connections=2, max_keepalive_connections=2)
+    waiting = 20
+    results: list[bool] = []
+    async with make_model("openai", server.url, http=http) as model:
+
+        async def one() -> None:
+            events = await collect(model)
+            results.append(isinstance(events[-1], Done))
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                for _ in range(waiting):
+                    nursery.start_soon(one)
+                await both.wait()
+                await trio.sleep(0.05)  # the other requests queue meanwhile
+                gc.collect()
+                built = sum(1 for o in gc.get_objects() if type(o) is httpx2.Request)
+                assert arrived == 2
+                assert built <= 2
+                release.set()
+    assert results == [True] * waiting
