@@ -153,3 +153,44 @@ async def test_requests_waiting_for_a_connection_hold_no_http_request(server: Se
                 assert built <= 2
                 release.set()
     assert results == [True] * waiting
+
+
+def _tasks() -> int:
+    count, todo = 0, [trio.lowlevel.current_root_task()]
+    while todo:
+        task = todo.pop()
+        count += 1
+        for nursery in task.child_nurseries:
+            todo.extend(nursery.child_tasks)
+    return count
+
+
+async def test_a_reply_streams_in_the_consumers_task(server: Server) -> None:
+    """No task, nursery or channel per request: the events are produced in the task
+    that iterates them, and leaving the block early closes the request."""
+    body = (STREAMS / "openai_text.sse").read_bytes()
+
+    async def reply(req: Received, r: Responder) -> None:
+        await r.head()
+        await r.body(body)
+        await r.end()
+
+    server.default = reply
+    seen: list[int] = []
+    async with make_model("openai", server.url, http=FAST) as model:
+        with trio.fail_after(5):
+            # A first request opens the connection (the test server's task for it).
+            assert isinstance((await collect(model))[-1], Done)
+            before = _tasks()
+            async with model.stream(request()) as events:
+                async for event in events:
+                    seen.append(_tasks())
+                    if isinstance(event, Done):
+                        break
+            assert seen
+            assert set(seen) == {before}
+            # Left after the first event: the request is closed, the pool slot free.
+            async with model.stream(request()) as events:
+                async for _ in events:
+                    break
+            assert isinstance((await collect(model))[-1], Done)
