@@ -14,8 +14,13 @@ streams token ids and logprobs. Each rollout is 3 model requests (streamed, with
   messages list grown. No transcript checks, no trajectory, no events.
 
 Memory per in-flight rollout: every rollout's first tool call waits at a barrier until
-all N rollouts are there; the process's RSS is read then, minus the RSS just before the
-rollouts started, divided by N. Each (contender, N) runs in a fresh process. Throughput:
+all N rollouts are there; the process's RSS is read then (after ``gc.collect()``), minus
+the RSS just before the rollouts started (likewise), divided by N. How the heap grew is
+printed under each row (``rollout_memory.heap``: pymalloc's live and free blocks,
+malloc's). ``--where`` (tracemalloc; slow, memory only) adds the live bytes traced per
+rollout, the bytes of the in-flight token arrays, and the top allocation sites, at the
+barrier and at the traced peak before it (``--where=ours``: charged to trio-agent's own
+call sites). Each (contender, N) runs in a fresh process. Throughput:
 N divided by the time from start until every rollout finished (the barrier included:
 it releases the moment the last rollout arrives).
 
@@ -23,6 +28,7 @@ Run from the checkout's root::
 
     .venv/bin/python -m benchmarks.bench_rollouts 1000 10000 [100000]
     .venv/bin/python -m benchmarks.bench_rollouts --memory-only 10000   # memory only
+    .venv/bin/python -m benchmarks.bench_rollouts --where 1000   # where the bytes go
 """
 
 from __future__ import annotations
