@@ -14,8 +14,13 @@ streams token ids and logprobs. Each rollout is 3 model requests (streamed, with
   messages list grown. No transcript checks, no trajectory, no events.
 
 Memory per in-flight rollout: every rollout's first tool call waits at a barrier until
-all N rollouts are there; the process's RSS is read then, minus the RSS just before the
-rollouts started, divided by N. Each (contender, N) runs in a fresh process. Throughput:
+all N rollouts are there; the process's RSS is read then (after ``gc.collect()``), minus
+the RSS just before the rollouts started (likewise), divided by N. How the heap grew is
+printed under each row (``rollout_memory.heap``: pymalloc's live and free blocks,
+malloc's). ``--where`` (tracemalloc; slow, memory only) adds the live bytes traced per
+rollout, the bytes of the in-flight token arrays, and the top allocation sites, at the
+barrier and at the traced peak before it (``--where=ours``: charged to trio-agent's own
+call sites). Each (contender, N) runs in a fresh process. Throughput:
 N divided by the time from start until every rollout finished (the barrier included:
 it releases the moment the last rollout arrives).
 
@@ -23,17 +28,21 @@ Run from the checkout's root::
 
     .venv/bin/python -m benchmarks.bench_rollouts 1000 10000 [100000]
     .venv/bin/python -m benchmarks.bench_rollouts --memory-only 10000   # memory only
+    .venv/bin/python -m benchmarks.bench_rollouts --where 1000   # where the bytes go
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING, Any
+
+from .rollout_memory import heap, print_heap, print_where, watch_peak, where, where_start
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -70,6 +79,22 @@ def rss_kib() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def in_flight(measured: dict[str, Any]) -> None:
+    """At the barrier (every rollout in flight): collect garbage, then read the RSS.
+
+    ``gc.collect()`` first, so cyclic garbage not yet collected is not counted as
+    in-flight memory (the freed blocks stay in pymalloc's arenas, so the RSS shrinks
+    little; what it does is make the figure repeatable). With ``--where`` also the
+    tracemalloc breakdown (see ``rollout_memory.where``).
+    """
+    gc.collect()
+    measured["in_flight_kib"] = rss_kib()
+    measured["heap"] = heap()
+    if os.environ.get("BENCH_WHERE"):
+        measured["where"] = where()
+    memory_only(measured)
 
 
 def memory_only(measured: dict[str, Any]) -> None:
@@ -121,8 +146,7 @@ def run_trio(url: str, n: int) -> dict[str, Any]:
         nonlocal arrived
         arrived += 1
         if arrived == n:
-            measured["in_flight_kib"] = rss_kib()
-            memory_only(measured)
+            in_flight(measured)
             release.set()
         await release.wait()
         return "hello"
@@ -166,9 +190,13 @@ def run_trio(url: str, n: int) -> dict[str, Any]:
                 if r.reward == 1.0 and len(r.trajectory.calls) == 3 and not r.trajectory.breaks:
                     ok += 1
 
+            gc.collect()
             measured["before_kib"] = rss_kib()
+            measured["heap_before"] = heap()
+            where_start()
             start, cpu = time.perf_counter(), time.process_time()
             async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch_peak, release)
                 for _ in range(n):
                     nursery.start_soon(one)
             measured["seconds"] = time.perf_counter() - start
@@ -195,8 +223,7 @@ def run_floor(url: str, n: int) -> dict[str, Any]:
             nonlocal arrived
             arrived += 1
             if arrived == n:
-                measured["in_flight_kib"] = rss_kib()
-                memory_only(measured)
+                in_flight(measured)
                 release.set()
             await release.wait()
             return "hello"
@@ -287,7 +314,10 @@ def run_floor(url: str, n: int) -> dict[str, Any]:
                 if len(replies) == 3 and "5" in replies[-1]["content"]:
                     ok += 1
 
+            gc.collect()
             measured["before_kib"] = rss_kib()
+            measured["heap_before"] = heap()
+            where_start()
             start, cpu = time.perf_counter(), time.process_time()
             await asyncio.gather(*(one() for _ in range(n)))
             measured["seconds"] = time.perf_counter() - start
@@ -320,6 +350,11 @@ def main(argv: list[str]) -> None:
         result = run_trio(url, n) if kind == "trio-agent" else run_floor(url, n)
         print(json.dumps(result))
         return
+    if "--where" in argv or "--where=ours" in argv:
+        # Where the in-flight bytes are (tracemalloc, slow): memory only, no rates.
+        os.environ["BENCH_WHERE"] = "ours" if "--where=ours" in argv else "1"
+        argv = [a for a in argv if not a.startswith("--where")]
+        os.environ["BENCH_MEMORY_ONLY"] = "1"
     if "--memory-only" in argv:
         # Stop each rollout process once every rollout is in flight: memory, no rates.
         argv = [a for a in argv if a != "--memory-only"]
@@ -349,6 +384,9 @@ def main(argv: list[str]) -> None:
                     f"| {r['ok']:,} |",
                     flush=True,
                 )
+                print_heap(r, n)
+                if "where" in r:
+                    print_where(r["where"], n)
         print(f"load average at end: {os.getloadavg()}", file=sys.stderr)
     finally:
         server.terminate()

@@ -8,6 +8,7 @@ import random
 from typing import TYPE_CHECKING
 
 import attrs
+import httpx2
 import pytest
 import trio
 
@@ -110,3 +111,86 @@ async def test_random_cancellations_leave_the_pool_whole(server: Server, kind: s
         assert results == [True] * SLOTS
         gc.collect()
         await trio.sleep(0.01)
+
+
+async def test_requests_waiting_for_a_connection_hold_no_http_request(server: Server) -> None:
+    """With thousands of runs at once most requests wait for a connection: they wait
+    before their HTTP request object is built, so waiting costs a place in a queue."""
+    body = (STREAMS / "openai_text.sse").read_bytes()
+    release = trio.Event()
+    both = trio.Event()
+    arrived = 0
+
+    async def held(req: Received, r: Responder) -> None:
+        nonlocal arrived
+        arrived += 1
+        if arrived == 2:
+            both.set()
+        await release.wait()
+        await r.head()
+        await r.body(body)
+        await r.end()
+
+    server.default = held
+    http = attrs.evolve(FAST, max_connections=2, max_keepalive_connections=2)
+    waiting = 20
+    results: list[bool] = []
+    async with make_model("openai", server.url, http=http) as model:
+
+        async def one() -> None:
+            events = await collect(model)
+            results.append(isinstance(events[-1], Done))
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                for _ in range(waiting):
+                    nursery.start_soon(one)
+                await both.wait()
+                await trio.sleep(0.05)  # the other requests queue meanwhile
+                gc.collect()
+                built = sum(1 for o in gc.get_objects() if type(o) is httpx2.Request)
+                assert arrived == 2
+                assert built <= 2
+                release.set()
+    assert results == [True] * waiting
+
+
+def _tasks() -> int:
+    count, todo = 0, [trio.lowlevel.current_root_task()]
+    while todo:
+        task = todo.pop()
+        count += 1
+        for nursery in task.child_nurseries:
+            todo.extend(nursery.child_tasks)
+    return count
+
+
+async def test_a_reply_streams_in_the_consumers_task(server: Server) -> None:
+    """No task, nursery or channel per request: the events are produced in the task
+    that iterates them, and leaving the block early closes the request."""
+    body = (STREAMS / "openai_text.sse").read_bytes()
+
+    async def reply(req: Received, r: Responder) -> None:
+        await r.head()
+        await r.body(body)
+        await r.end()
+
+    server.default = reply
+    seen: list[int] = []
+    async with make_model("openai", server.url, http=FAST) as model:
+        with trio.fail_after(5):
+            # A first request opens the connection (the test server's task for it).
+            assert isinstance((await collect(model))[-1], Done)
+            before = _tasks()
+            async with model.stream(request()) as events:
+                async for event in events:
+                    seen.append(_tasks())
+                    if isinstance(event, Done):
+                        break
+            assert seen
+            assert set(seen) == {before}
+            # Left after the first event: the request is closed, the pool slot free.
+            async with model.stream(request()) as events:
+                async for _ in events:
+                    break
+            assert isinstance((await collect(model))[-1], Done)

@@ -103,8 +103,10 @@ class Model(Protocol):
     ``stream(request)`` returns an async context manager whose value is an async iterable
     of :data:`AssistantEvent`. The loop only iterates it; leaving the ``async with`` must
     stop the producer (that is how an abort reaches a provider). A provider doing I/O
-    typically runs its producer in its own task and hands over a memory channel
-    (``trio.as_safe_channel``); an in-memory model may iterate a plain list.
+    runs its producer in its own task and hands over a memory channel
+    (``trio.as_safe_channel``), or, as the HTTP providers do, iterates an async
+    generator that never yields inside a cancel scope or nursery and closes it
+    (``aclose()``) on leaving; an in-memory model may iterate a plain list.
 
     A well-behaved stream is ``Start``, block events, then one ``Done`` or ``Error``
     carrying the final message. The loop survives any other shape: a stream that

@@ -171,9 +171,9 @@ class ObservedStream(StreamWrapper):
     """``model.stream(request)`` with the request's observation around it.
 
     The observation is activated in ``__aenter__`` (before the model's own enter, so a
-    provider's producer task and its HTTP request start under it) and deactivated when
-    the stream closes, both in the run's task. What the observer raises is logged and
-    ignored (see ``Observer``).
+    provider's producer, in a task of its own or in the run's, and its HTTP request
+    start under it) and deactivated when the stream closes, both in the run's task.
+    What the observer raises is logged and ignored (see ``Observer``).
 
     Args:
         probe: the run's probe (its observer, and whether to log at DEBUG).

@@ -6,9 +6,13 @@ response body), ``_sse`` (the event-stream decoder) and ``_reply`` (the reply bu
 
 Theory of operation
 -------------------
-``HTTPModel.stream(request)`` returns ``trio.as_safe_channel(produce)(...)``: the events
-are produced by an async generator running in its own task, handed over through a
-memory channel. :func:`produce` is the whole life of one request:
+``HTTPModel.stream(request)`` returns a :class:`ReplyStream`: the events are produced by
+the async generator :func:`produce`, run in the consumer's own task (no task, nursery or
+channel per request: with thousands of runs at once those would be most of what a
+waiting request costs), and closed — ``aclose()`` — when the ``async with`` is left.
+That is safe because no ``yield`` of :func:`produce` is inside a cancel scope or a
+nursery: each timeout wraps one read, and the one shielded scope is in the ``finally``
+that closes the response. :func:`produce` is the whole life of one request:
 
 1. ``Start``; build the request body (a failure is an ``Error``).
 2. :meth:`Session.open` sends it, retrying — with exponential backoff and jitter, or the
@@ -63,7 +67,7 @@ if TYPE_CHECKING:
 
     from .._core import ModelRequest
 
-__all__ = ["Decoder", "HTTPModel", "Prepared", "produce"]
+__all__ = ["Decoder", "HTTPModel", "Prepared", "ReplyStream", "produce"]
 
 
 class Decoder(Protocol):
@@ -178,7 +182,8 @@ async def produce(
     prepare: Callable[[], Prepared],
     builder: ReplyBuilder,
 ) -> AsyncGenerator[ev.AssistantEvent, None]:
-    """The events of one reply (see the module docstring). Run via ``as_safe_channel``."""
+    """The events of one reply (see the module docstring). Run by :class:`ReplyStream`:
+    no ``yield`` here may be inside a cancel scope or a nursery."""
     yield ev.Start()
     try:
         prepared = prepare()
@@ -251,7 +256,31 @@ async def produce(
     yield final
 
 
-_safe_produce = trio.as_safe_channel(produce)
+class ReplyStream:
+    """What ``HTTPModel.stream`` returns: an async context manager whose value is the
+    events of one reply (an async iterator), produced in the task that iterates it.
+
+    Leaving the ``async with`` — normally, by an exception or a cancel — closes the
+    producer (``aclose()``): a request still open is abandoned and its connection
+    closed (under a bounded shield) before ``__aexit__`` returns, so nothing of the
+    request outlives the block.
+    """
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: AsyncGenerator[ev.AssistantEvent, None]) -> None:
+        self._events = events
+
+    async def __aenter__(self) -> AsyncGenerator[ev.AssistantEvent, None]:
+        return self._events
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._events.aclose()
 
 
 class HTTPModel:
@@ -362,7 +391,7 @@ class HTTPModel:
             provider=self.provider,
             final_answer=asked.name if asked is not None and asked.mode == "tool" else None,
         )
-        return _safe_produce(self._session, lambda: self._prepare(request, builder), builder)
+        return ReplyStream(produce(self._session, lambda: self._prepare(request, builder), builder))
 
     @property
     def base_url(self) -> str:

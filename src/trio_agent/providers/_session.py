@@ -17,7 +17,7 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -130,9 +130,12 @@ def describe_exception(exc: BaseException) -> str:
 class Body:
     """A streamed response body: chunks, a bounded drain, and a clean close."""
 
-    def __init__(self, response: httpx2.Response) -> None:
+    def __init__(
+        self, response: httpx2.Response, release: Callable[[], None] | None = None
+    ) -> None:
         self._response = response
         self._chunks = response.aiter_bytes()
+        self._release = release  # the request's connection slot, freed by close()
 
     async def read(self) -> bytes | None:
         """The next chunk, None at the end. Raises httpx2 errors."""
@@ -177,18 +180,23 @@ class Body:
         read fails on the closed stream, and that exception finishes every generator of
         httpx2's chain (``aclose()`` would leave the innermost ones suspended).
         """
-        with trio.move_on_after(_CLOSE_GRACE, shield=True):
-            try:
-                await self._response.aclose()
-            except httpx2.HTTPError:
-                pass
-            for _ in range(16):
+        try:
+            with trio.move_on_after(_CLOSE_GRACE, shield=True):
                 try:
-                    await self._chunks.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception:
-                    break
+                    await self._response.aclose()
+                except httpx2.HTTPError:
+                    pass
+                for _ in range(16):
+                    try:
+                        await self._chunks.__anext__()
+                    except StopAsyncIteration:
+                        break
+                    except Exception:
+                        break
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
 
 
 class Session:
@@ -236,6 +244,13 @@ class Session:
         self._secrets = (secret, *(Secret(v) for v in others))
         self._key_hint = key_hint
         self._client: httpx2.AsyncClient | None = None
+        # One slot per connection the pool may open: a request waits for a slot before
+        # its HTTP request object is built, so the requests waiting for a connection
+        # (thousands, with thousands of runs at once) hold a place in a queue and
+        # nothing of the HTTP client's. A slot is held from the send until the response
+        # is closed, as the pool holds the connection.
+        limit = options.max_connections
+        self._slots = trio.Semaphore(limit) if limit is not None and limit > 0 else None
 
     @property
     def client(self) -> httpx2.AsyncClient:
@@ -290,9 +305,8 @@ class Session:
         shown = self.shown_url + path
         attempt = 0
         while True:
-            request = client.build_request("POST", url, content=body, headers=headers)
             try:
-                response = await client.send(request, stream=True)
+                response = await self._send(client, url, body, headers)
             except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
                 problem = f"cannot connect to {shown}: {describe_exception(exc)}"
                 wait = retry.delay(attempt)
@@ -312,8 +326,8 @@ class Session:
                 if 200 <= status < 300 and content_type.partition(";")[0].strip().lower() == (
                     expected
                 ):
-                    return response, Body(response)
-                reader = Body(response)
+                    return response, Body(response, self._release)
+                reader = Body(response, self._release)
                 try:
                     raw = await reader.read_limited(self.options.max_error_bytes)
                 finally:
@@ -339,3 +353,22 @@ class Session:
                 raise StreamFault(problem)
             attempt += 1
             await trio.sleep(wait)
+
+    async def _send(
+        self, client: httpx2.AsyncClient, url: str, body: bytes, headers: Mapping[str, str]
+    ) -> httpx2.Response:
+        """Wait for a connection slot, then send the request (the response streams). On
+        any failure, a cancel included, the slot is freed again; on success the
+        response's :class:`Body` frees it when closed."""
+        if self._slots is not None:
+            await self._slots.acquire()
+        try:
+            request = client.build_request("POST", url, content=body, headers=headers)
+            return await client.send(request, stream=True)
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        if self._slots is not None:
+            self._slots.release()
