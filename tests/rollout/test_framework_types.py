@@ -103,6 +103,45 @@ def test_verifiers_turn_tokens_take_each_call_as_it_is() -> None:
         assert response.tokens == tokens
 
 
+def test_verifiers_trace_graph_builds_our_merged_samples_from_the_rows() -> None:
+    """Each row committed as a model call's tokens into verifiers' own trace graph (the
+    path its train client takes): the branches verifiers trains on — token ids, sampled
+    mask, logprobs spread over the sequence — are our merged samples, the prefix break
+    included (a second branch)."""
+    types = verifiers_types()
+    from verifiers.v1 import graph
+    from verifiers.v1.configs.agent import AgentConfig
+    from verifiers.v1.trace import AgentInfo, Trace, TraceTask
+
+    t = trajectory()
+    record = Trace(task=TraceTask(type="test", data={}), agent=AgentInfo(config=AgentConfig()))
+    conversation: list[Any] = [types.UserMessage(content="task")]
+    for i, row in enumerate(t.to_verifiers()):
+        answer = types.AssistantMessage(content=f"reply {i}")
+        graph.prepare_turn(record, list(conversation)).commit(
+            types.Response(
+                id=str(i),
+                created=0,
+                model="policy",
+                message=answer,
+                finish_reason="stop",
+                tokens=types.TurnTokens.model_validate(row),
+            )
+        )
+        conversation += [answer, types.UserMessage(content=f"environment {i}")]
+    branches = [(b.token_ids, b.sampled_mask, b.logprobs) for b in record.branches]
+    expected = [
+        (
+            [*s.prompt_ids, *s.response_ids],
+            [False] * len(s.prompt_ids) + [bool(m) for m in s.loss_mask],
+            [0.0] * len(s.prompt_ids) + list(s.logprobs or ()),
+        )
+        for s in t.samples
+    ]
+    assert len(expected) == 2
+    assert branches == expected
+
+
 # --- SkyRL and verl: their class definitions, read from the installed packages -------
 
 
