@@ -29,6 +29,11 @@ Run from the checkout's root::
     .venv/bin/python -m benchmarks.bench_rollouts 1000 10000 [100000]
     .venv/bin/python -m benchmarks.bench_rollouts --memory-only 10000   # memory only
     .venv/bin/python -m benchmarks.bench_rollouts --where 1000   # where the bytes go
+    .venv/bin/python -m benchmarks.bench_rollouts --peers ../peers-venv/bin/python 1000
+
+``--peers PYTHON`` adds the asyncio agent frameworks (``peer_rollouts.py``: pydantic-ai,
+the OpenAI Agents SDK, LangGraph), each run by ``PYTHON`` (a virtual environment with the
+``bench-peers`` extra), and a table of trio-agent's rate and CPU against each.
 """
 
 from __future__ import annotations
@@ -359,6 +364,13 @@ def main(argv: list[str]) -> None:
         # Stop each rollout process once every rollout is in flight: memory, no rates.
         argv = [a for a in argv if a != "--memory-only"]
         os.environ["BENCH_MEMORY_ONLY"] = "1"
+    peers = argv[argv.index("--peers") + 1] if "--peers" in argv else None
+    if peers:
+        argv.remove("--peers")
+        argv.remove(peers)
+    from benchmarks import peer_rollouts
+
+    rows: list[tuple[int, str, dict[str, Any]]] = []
     sizes = [int(a) for a in argv] or [1000, 10000]
     server = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.bench_rollouts", "--serve"],
@@ -375,8 +387,12 @@ def main(argv: list[str]) -> None:
         )
         print("|---:|---|---:|---:|---:|---:|")
         for n in sizes:
-            for kind in ("trio-agent", "asyncio+httpx2"):
-                r = child(kind, url, n)
+            for kind in ("trio-agent", "asyncio+httpx2", *(peer_rollouts.PEERS if peers else ())):
+                if kind in peer_rollouts.PEERS and peers:
+                    r = peer_rollouts.child(peers, kind, url, n)
+                else:
+                    r = child(kind, url, n)
+                rows.append((n, kind, r))
                 per = (r["in_flight_kib"] - r["before_kib"]) / n
                 cpu = 1000 * r["cpu"] / n
                 print(
@@ -384,9 +400,11 @@ def main(argv: list[str]) -> None:
                     f"| {r['ok']:,} |",
                     flush=True,
                 )
-                print_heap(r, n)
+                if "heap" in r:  # (the peers' processes do not read their heap)
+                    print_heap(r, n)
                 if "where" in r:
                     print_where(r["where"], n)
+        peer_rollouts.ratios(rows)
         print(f"load average at end: {os.getloadavg()}", file=sys.stderr)
     finally:
         server.terminate()

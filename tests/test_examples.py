@@ -125,8 +125,8 @@ def test_rollouts(tmp_path: Path) -> None:
     assert out.splitlines() == [
         "reward 1.0, 6 messages, 3 model calls",
         "merged sample: 32 prompt ids, 100 response ids, 88 of them the model's, 0 prefix breaks",
-        "verl fields: ['num_turns', 'prompt_ids', 'response_ids', 'response_logprobs', "
-        "'response_mask', 'reward_score']",
+        "verl fields: ['metrics', 'num_turns', 'prompt_ids', 'response_ids', "
+        "'response_logprobs', 'response_mask', 'reward_score']",
         "rollouts.jsonl: 4 lines, group 'sum', rewards [1.0, 1.0, 1.0, 1.0]",
         "from asyncio: 8 rollouts, rewards [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]",
     ]

@@ -3,6 +3,7 @@ whole), in the transcript on disk, across retries and aborts."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -219,3 +220,28 @@ async def test_an_aborted_reply_keeps_no_tokens_and_the_transcript_stays_paired(
     )
     assert assistants[1].stop_reason == "aborted"
     assert assistants[1].tokens is None
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_fake_server_logprobs_have_the_fields_vllm_sends(stream: bool) -> None:
+    # vLLM sends ``top_logprobs`` on every entry; clients built on the openai types
+    # (the OpenAI Agents SDK among them) iterate it without a check.
+    from openai.types.chat import ChatCompletionTokenLogprob
+
+    reply = VLLMReply(text="Reading it now.", calls=CALLS)
+    body = {"messages": [{"role": "user", "content": "go"}], "logprobs": True, "stream": stream}
+    raw = vllm_response(reply, body).decode()
+    frames = (
+        [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: {")]
+        if stream
+        else [json.loads(raw)]
+    )
+    entries = [
+        entry
+        for frame in frames
+        for choice in frame["choices"]
+        for entry in (choice.get("logprobs") or {}).get("content", ())
+    ]
+    assert len(entries) == len(completion_ids(reply))
+    for entry in entries:
+        assert ChatCompletionTokenLogprob.model_validate(entry).top_logprobs == []

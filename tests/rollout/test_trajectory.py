@@ -7,20 +7,12 @@ import json
 from trio_agent import AssistantMessage, Message, Text, Tokens, UserMessage
 from trio_agent.rollout import PrefixBreak, Trajectory
 
-# verifiers' TrajectoryStepTokens (verifiers/types.py), SkyRL's TrajectoryOutput
-# (skyrl/train/generators/skyrl_gym_generator.py) and verl's agent-loop output
-# (verl/experimental/agent_loop: AgentLoopOutput) — the documented field names the
-# frameworks read. The packages need a GPU stack (torch) or pull in one, so the tests
-# check the names rather than the classes.
-VERIFIERS_STEP_TOKENS = {
-    "prompt_ids",
-    "prompt_mask",
-    "completion_ids",
-    "completion_mask",
-    "completion_logprobs",
-    "overlong_prompt",
-    "is_truncated",
-}
+# verifiers' TurnTokens (verifiers 0.4: verifiers/v1/types.py), SkyRL's TrajectoryOutput
+# (SkyRL 0.3: skyrl/train/generators/skyrl_gym_generator.py) and verl's AgentLoopOutput
+# (verl 0.9: verl/experimental/agent_loop/agent_loop.py): the field names the frameworks
+# read. tests/rollout/test_framework_types.py checks the rows against the frameworks'
+# own classes where they are installed.
+VERIFIERS_TURN_TOKENS = {"prompt_ids", "completion_ids", "completion_logprobs"}
 SKYRL_TRAJECTORY_OUTPUT = {
     "prompt_ids",
     "response_ids",
@@ -30,7 +22,15 @@ SKYRL_TRAJECTORY_OUTPUT = {
     "rollout_logprobs",
     "env_metrics",
 }
-VERL_AGENT_LOOP_OUTPUT = {"prompt_ids", "response_ids", "response_mask", "response_logprobs"}
+VERL_AGENT_LOOP_OUTPUT = {
+    "prompt_ids",
+    "response_ids",
+    "response_mask",
+    "response_logprobs",
+    "num_turns",
+    "reward_score",
+    "metrics",
+}
 
 
 def reply(
@@ -135,12 +135,10 @@ def test_exporters_have_the_frameworks_fields_and_json_values() -> None:
     steps = t.to_verifiers()
     assert len(steps) == 3
     for step, call in zip(steps, t.calls, strict=True):
-        assert set(step) == VERIFIERS_STEP_TOKENS
+        assert set(step) == VERIFIERS_TURN_TOKENS
         assert step["prompt_ids"] == list(call.prompt_ids)
-        assert step["completion_mask"] == [1] * len(call.completion_ids)
-        assert step["prompt_mask"] == [0] * len(call.prompt_ids)
-        assert len(step["completion_logprobs"]) == len(step["completion_ids"])
-    assert [s["is_truncated"] for s in steps] == [False, False, True]
+        assert step["completion_ids"] == list(call.completion_ids)
+        assert step["completion_logprobs"] == list(call.logprobs)
     (skyrl,) = t.to_skyrl()
     assert set(skyrl) == SKYRL_TRAJECTORY_OUTPUT
     assert skyrl["loss_mask"] == list(t.samples[0].loss_mask)
@@ -148,7 +146,25 @@ def test_exporters_have_the_frameworks_fields_and_json_values() -> None:
     assert skyrl["stop_reason"] == "length"
     assert len(skyrl["rollout_logprobs"]) == len(skyrl["response_ids"])
     (verl,) = t.to_verl()
-    assert VERL_AGENT_LOOP_OUTPUT <= set(verl)
+    assert set(verl) == VERL_AGENT_LOOP_OUTPUT
     assert verl["response_mask"] == skyrl["loss_mask"]
-    assert verl["num_turns"] == 3
+    assert verl["num_turns"] == 6  # the prompt, 3 replies, 2 environment turns
+    assert verl["reward_score"] == 2.0
     json.dumps([steps, skyrl, verl])  # plain JSON values
+
+
+def test_skyrl_stop_reasons_are_the_engines_finish_reasons_per_sample() -> None:
+    """SkyRL keeps the mask and reward only of samples whose stop reason is vLLM's
+    ``stop``: each sample says how its own last call ended (``tool_use`` is the engine
+    stopping on its own), the last one ``abort`` when the run ended in an error."""
+    ended = AssistantMessage(content=(Text(text="x"),), stop_reason="error")
+    messages: list[Message] = [
+        reply([1], [2], stop="length"),
+        reply([9], [3], stop="tool_use"),  # a break: a second sample
+        reply([9, 3, 4], [5], stop="tool_use"),
+        reply([7], [6], stop="stop"),  # a third
+    ]
+    t = Trajectory.from_transcript(messages)
+    assert [s["stop_reason"] for s in t.to_skyrl()] == ["length", "stop", "stop"]
+    t = Trajectory.from_transcript([*messages, ended])
+    assert [s["stop_reason"] for s in t.to_skyrl()] == ["length", "stop", "abort"]

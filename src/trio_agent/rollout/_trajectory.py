@@ -246,29 +246,33 @@ class Trajectory:
     # --- exporters ----------------------------------------------------------------------
 
     def to_verifiers(self) -> list[dict[str, Any]]:
-        """One dict per call with the fields of verifiers' ``TrajectoryStepTokens``:
-        ``prompt_ids``, ``prompt_mask`` (all 0), ``completion_ids``,
-        ``completion_mask`` (all 1), ``completion_logprobs``, ``overlong_prompt``
-        (False: the server accepted the prompt), ``is_truncated`` (the reply hit its
-        token limit). Plain lists, JSON-ready."""
+        """One dict per call with the fields of verifiers' ``TurnTokens``
+        (``verifiers.v1.types``, verifiers 0.4): ``prompt_ids``, ``completion_ids``,
+        ``completion_logprobs``. ``TurnTokens.model_validate(row)`` takes each as it is;
+        verifiers builds its per-branch training sample (the mask, the logprobs spread
+        over the sequence) from these itself. Plain lists, JSON-ready.
+
+        verifiers before 0.4 read ``TrajectoryStepTokens`` (with prompt and completion
+        masks); that type is gone from verifiers 0.4 and is not produced."""
         return [
             {
                 "prompt_ids": list(c.prompt_ids),
-                "prompt_mask": [0] * len(c.prompt_ids),
                 "completion_ids": list(c.completion_ids),
-                "completion_mask": [1] * len(c.completion_ids),
                 "completion_logprobs": list(c.logprobs),
-                "overlong_prompt": False,
-                "is_truncated": c.truncated,
             }
             for c in self.calls
         ]
 
     def to_skyrl(self) -> list[dict[str, Any]]:
-        """One dict per merged sample with the fields of SkyRL's ``TrajectoryOutput``:
-        ``prompt_ids``, ``response_ids``, ``reward`` (the run's, 0.0 if none),
-        ``stop_reason``, ``loss_mask``, ``rollout_logprobs`` (None if not captured),
-        ``env_metrics`` (the prefix breaks, counted)."""
+        """One dict per merged sample with the fields of SkyRL's ``TrajectoryOutput``
+        (``skyrl.train.generators.skyrl_gym_generator``, SkyRL 0.3): ``prompt_ids``,
+        ``response_ids``, ``reward`` (the run's, 0.0 if none), ``stop_reason``
+        (vLLM's finish reason, which SkyRL compares with: ``length`` if the sample's
+        last call hit its token limit, ``abort`` for the last sample of a run that
+        ended in an error or an abort, else ``stop``), ``loss_mask``,
+        ``rollout_logprobs`` (None if not captured), ``env_metrics`` (the prefix breaks,
+        counted); its optional fields are left to their defaults, so
+        ``TrajectoryOutput(**row)`` builds one."""
         return [
             {
                 "prompt_ids": list(s.prompt_ids),
@@ -283,17 +287,25 @@ class Trajectory:
         ]
 
     def to_verl(self) -> list[dict[str, Any]]:
-        """One dict per merged sample with verl's agent-loop output fields:
-        ``prompt_ids``, ``response_ids``, ``response_mask``, ``response_logprobs``
-        (None if not captured), ``num_turns`` (the calls merged), ``reward_score``."""
+        """One dict per merged sample with the fields of verl's ``AgentLoopOutput``
+        (``verl.experimental.agent_loop``, verl 0.9): ``prompt_ids``, ``response_ids``,
+        ``response_mask``, ``response_logprobs`` (None if not captured),
+        ``reward_score``, ``num_turns`` and ``metrics``, so ``AgentLoopOutput(**row)``
+        builds one.
+
+        ``num_turns`` counts chat turns as verl's tool agent loop does: the first
+        prompt, each model reply, and each environment turn between two replies (two
+        per merged call). ``metrics`` is empty: verl's ``AgentLoopMetrics`` are its own
+        timings, left to their defaults."""
         return [
             {
                 "prompt_ids": list(s.prompt_ids),
                 "response_ids": list(s.response_ids),
                 "response_mask": list(s.loss_mask),
                 "response_logprobs": None if s.logprobs is None else list(s.logprobs),
-                "num_turns": len(s.calls),
+                "num_turns": 2 * len(s.calls),
                 "reward_score": self.reward,
+                "metrics": {},
             }
             for s in self.samples
         ]
@@ -302,7 +314,14 @@ class Trajectory:
         return 0.0 if self.reward is None else float(self.reward)
 
     def _stop_reason(self, sample: Sample) -> str:
-        return "length" if self.calls[sample.calls[-1]].truncated else self.stop_reason
+        """The engine's finish reason for a sample, in vLLM's words (which SkyRL's
+        overlong filtering and zero-reward-unless-stop compare with): ``length`` if its
+        last call hit the token limit, ``abort`` for the last sample of a run that
+        ended in an error or an abort, else ``stop``."""
+        if self.calls[sample.calls[-1]].truncated:
+            return "length"
+        last = sample is self.samples[-1]
+        return "abort" if last and self.stop_reason in ("error", "aborted") else "stop"
 
     def summary(self) -> Mapping[str, Any]:
         """Counts for a results line: calls, samples, breaks, model and environment

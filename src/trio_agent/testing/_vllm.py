@@ -121,8 +121,10 @@ def _tool_calls(reply: VLLMReply) -> list[dict[str, Any]]:
 
 
 def _logprob_entries(ids: Sequence[int]) -> list[dict[str, Any]]:
+    # vLLM sends ``top_logprobs`` (empty unless asked for) on every entry; some clients
+    # iterate it without a check.
     return [
-        {"token": f"token_id:{i}", "logprob": lp}
+        {"token": f"token_id:{i}", "logprob": lp, "top_logprobs": []}
         for i, lp in zip(ids, fake_logprobs(ids), strict=True)
     ]
 
